@@ -1,0 +1,315 @@
+//! Allocation and deallocation events, and their compact encoding.
+//!
+//! An Events block payload is `tid event*`, all events from one thread in the order they
+//! happened. Each event starts with its [`Op`] byte and the nanoseconds since the previous
+//! event of the block (the first is relative to 0). Addresses are zigzag deltas against the
+//! previous event's address, because consecutive allocations of a thread sit close together:
+//!
+//! ```text
+//! allocation   := op dts daddr size (usable - size) stack
+//! reallocation := op dts daddr (old_addr - addr) size (usable - size) stack
+//! deallocation := op dts daddr
+//! ```
+//!
+//! A failed allocation has address 0; `realloc(p, 0)` that frees `p` has address 0 and size 0.
+
+use crate::varint::{put_at, zigzag, Cursor};
+
+/// Most bytes one encoded event takes.
+pub const MAX_EVENT_LEN: usize = 64;
+
+macro_rules! ops {
+    ($($(#[$doc:meta])* $name:ident = $val:expr, $class:ident, $label:expr;)*) => {
+        /// The entry point an event came through, so that `new` can be told from `malloc`
+        /// and `delete[]` from `free`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Op { $($(#[$doc])* $name = $val,)* }
+
+        impl Op {
+            /// Decodes an op byte.
+            pub fn from_u8(b: u8) -> Option<Op> {
+                match b { $($val => Some(Op::$name),)* _ => None }
+            }
+            /// Which shape of record this op has.
+            pub fn class(self) -> OpClass {
+                match self { $(Op::$name => OpClass::$class,)* }
+            }
+            /// The C or C++ spelling of the entry point.
+            pub fn label(self) -> &'static str {
+                match self { $(Op::$name => $label,)* }
+            }
+            /// Every op, in byte order.
+            pub const ALL: &'static [Op] = &[$(Op::$name,)*];
+        }
+    };
+}
+
+ops! {
+    /// `malloc`
+    Malloc = 1, Alloc, "malloc";
+    /// `calloc`
+    Calloc = 2, Alloc, "calloc";
+    /// `realloc`
+    Realloc = 3, Realloc, "realloc";
+    /// `reallocarray`
+    ReallocArray = 4, Realloc, "reallocarray";
+    /// `memalign`
+    Memalign = 5, Alloc, "memalign";
+    /// `posix_memalign`
+    PosixMemalign = 6, Alloc, "posix_memalign";
+    /// `aligned_alloc`
+    AlignedAlloc = 7, Alloc, "aligned_alloc";
+    /// `valloc`
+    Valloc = 8, Alloc, "valloc";
+    /// `pvalloc`
+    Pvalloc = 9, Alloc, "pvalloc";
+    /// `operator new(size_t)`
+    New = 10, Alloc, "operator new";
+    /// `operator new[](size_t)`
+    NewArray = 11, Alloc, "operator new[]";
+    /// `operator new(size_t, nothrow_t)`
+    NewNothrow = 12, Alloc, "operator new(nothrow)";
+    /// `operator new[](size_t, nothrow_t)`
+    NewArrayNothrow = 13, Alloc, "operator new[](nothrow)";
+    /// `operator new(size_t, align_val_t)`
+    NewAligned = 14, Alloc, "operator new(align)";
+    /// `operator new[](size_t, align_val_t)`
+    NewArrayAligned = 15, Alloc, "operator new[](align)";
+    /// `operator new(size_t, align_val_t, nothrow_t)`
+    NewAlignedNothrow = 16, Alloc, "operator new(align, nothrow)";
+    /// `operator new[](size_t, align_val_t, nothrow_t)`
+    NewArrayAlignedNothrow = 17, Alloc, "operator new[](align, nothrow)";
+    /// `free`
+    Free = 32, Dealloc, "free";
+    /// `operator delete(void*)`
+    Delete = 33, Dealloc, "operator delete";
+    /// `operator delete[](void*)`
+    DeleteArray = 34, Dealloc, "operator delete[]";
+    /// `operator delete(void*, size_t)`
+    DeleteSized = 35, Dealloc, "operator delete(sized)";
+    /// `operator delete[](void*, size_t)`
+    DeleteArraySized = 36, Dealloc, "operator delete[](sized)";
+    /// `operator delete(void*, align_val_t)`
+    DeleteAligned = 37, Dealloc, "operator delete(align)";
+    /// `operator delete[](void*, align_val_t)`
+    DeleteArrayAligned = 38, Dealloc, "operator delete[](align)";
+    /// `operator delete(void*, size_t, align_val_t)`
+    DeleteSizedAligned = 39, Dealloc, "operator delete(sized, align)";
+    /// `operator delete[](void*, size_t, align_val_t)`
+    DeleteArraySizedAligned = 40, Dealloc, "operator delete[](sized, align)";
+    /// `operator delete(void*, nothrow_t)`
+    DeleteNothrow = 41, Dealloc, "operator delete(nothrow)";
+    /// `operator delete[](void*, nothrow_t)`
+    DeleteArrayNothrow = 42, Dealloc, "operator delete[](nothrow)";
+    /// `operator delete(void*, align_val_t, nothrow_t)`
+    DeleteAlignedNothrow = 43, Dealloc, "operator delete(align, nothrow)";
+    /// `operator delete[](void*, align_val_t, nothrow_t)`
+    DeleteArrayAlignedNothrow = 44, Dealloc, "operator delete[](align, nothrow)";
+}
+
+/// The three record shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpClass {
+    /// Returns a new block.
+    Alloc,
+    /// Moves a block: frees `old_addr` (when the move succeeded) and returns `addr`.
+    Realloc,
+    /// Releases a block.
+    Dealloc,
+}
+
+impl Op {
+    /// True for the C++ operators (`new`, `delete` and their variants).
+    pub fn is_cxx(self) -> bool {
+        matches!(self as u8, 10..=17 | 33..=44)
+    }
+}
+
+/// One decoded event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    /// `CLOCK_MONOTONIC` nanoseconds (taken after an allocation returned, before a
+    /// deallocation ran, so that an address's free always precedes its reuse).
+    pub ts: u64,
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Entry point.
+    pub op: Op,
+    /// Block returned (allocations) or released (deallocations); 0 when an allocation failed.
+    pub addr: u64,
+    /// The block a reallocation moved from; 0 for other ops and for `realloc(NULL, n)`.
+    pub old_addr: u64,
+    /// Requested bytes (for `calloc`, `n * size`); 0 for deallocations.
+    pub size: u64,
+    /// Usable bytes of the returned block (`malloc_usable_size`); 0 for deallocations.
+    pub usable: u64,
+    /// Call-stack trie node of the allocation site; 0 for deallocations.
+    pub stack: u32,
+}
+
+/// Encodes one thread's events into a caller-provided buffer without allocating; the monitor's
+/// hot path owns one per thread buffer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EventEncoder {
+    prev_ts: u64,
+    prev_addr: u64,
+}
+
+impl EventEncoder {
+    /// Writes the Events payload header (`tid`) at `*pos`; call once per block.
+    #[inline]
+    pub fn begin(&mut self, buf: &mut [u8], pos: &mut usize, tid: u32) {
+        *self = Self::default();
+        put_at(buf, pos, tid.into());
+    }
+
+    #[inline(always)]
+    fn head(&mut self, buf: &mut [u8], pos: &mut usize, op: Op, ts: u64, addr: u64) {
+        buf[*pos] = op as u8;
+        *pos += 1;
+        put_at(buf, pos, ts.wrapping_sub(self.prev_ts));
+        put_at(buf, pos, zigzag(addr.wrapping_sub(self.prev_addr) as i64));
+        self.prev_ts = ts;
+        if addr != 0 {
+            self.prev_addr = addr;
+        }
+    }
+
+    /// Encodes an allocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn alloc(&mut self, buf: &mut [u8], pos: &mut usize, op: Op, ts: u64, addr: u64, size: u64, usable: u64, stack: u32) {
+        self.head(buf, pos, op, ts, addr);
+        put_at(buf, pos, size);
+        put_at(buf, pos, zigzag(usable.wrapping_sub(size) as i64));
+        put_at(buf, pos, stack.into());
+    }
+
+    /// Encodes a reallocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn realloc(&mut self, buf: &mut [u8], pos: &mut usize, op: Op, ts: u64, old: u64, addr: u64, size: u64, usable: u64, stack: u32) {
+        self.head(buf, pos, op, ts, addr);
+        put_at(buf, pos, zigzag(old.wrapping_sub(addr) as i64));
+        put_at(buf, pos, size);
+        put_at(buf, pos, zigzag(usable.wrapping_sub(size) as i64));
+        put_at(buf, pos, stack.into());
+    }
+
+    /// Encodes a deallocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.
+    #[inline(always)]
+    pub fn dealloc(&mut self, buf: &mut [u8], pos: &mut usize, op: Op, ts: u64, addr: u64) {
+        self.head(buf, pos, op, ts, addr);
+    }
+}
+
+/// Iterates the events of one Events payload. Yields `Err` once, then stops, when the payload is
+/// malformed (an unknown op or a short record).
+pub struct EventDecoder<'a> {
+    c: Cursor<'a>,
+    tid: u32,
+    prev_ts: u64,
+    prev_addr: u64,
+    failed: bool,
+}
+
+impl<'a> EventDecoder<'a> {
+    /// Starts decoding `payload`.
+    ///
+    /// # Errors
+    /// [`crate::record::Malformed`] if the payload lacks its thread id.
+    pub fn new(payload: &'a [u8]) -> Result<Self, crate::record::Malformed> {
+        let mut c = Cursor::new(payload);
+        let tid = c.var().ok_or(crate::record::Malformed("events"))? as u32;
+        Ok(Self { c, tid, prev_ts: 0, prev_addr: 0, failed: false })
+    }
+
+    /// The thread these events belong to.
+    pub fn tid(&self) -> u32 {
+        self.tid
+    }
+
+    fn next_event(&mut self) -> Option<Event> {
+        let op = Op::from_u8(self.c.u8()?)?;
+        let ts = self.prev_ts.wrapping_add(self.c.var()?);
+        let addr = self.prev_addr.wrapping_add(self.c.svar()? as u64);
+        self.prev_ts = ts;
+        if addr != 0 {
+            self.prev_addr = addr;
+        }
+        let mut ev = Event { ts, tid: self.tid, op, addr, old_addr: 0, size: 0, usable: 0, stack: 0 };
+        match op.class() {
+            OpClass::Dealloc => {}
+            class => {
+                if class == OpClass::Realloc {
+                    ev.old_addr = addr.wrapping_add(self.c.svar()? as u64);
+                }
+                ev.size = self.c.var()?;
+                ev.usable = ev.size.wrapping_add(self.c.svar()? as u64);
+                ev.stack = u32::try_from(self.c.var()?).ok()?;
+            }
+        }
+        Some(ev)
+    }
+}
+
+impl Iterator for EventDecoder<'_> {
+    type Item = Result<Event, crate::record::Malformed>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.c.is_empty() {
+            return None;
+        }
+        match self.next_event() {
+            Some(e) => Some(Ok(e)),
+            None => {
+                self.failed = true;
+                Some(Err(crate::record::Malformed("event")))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip() {
+        let mut buf = [0u8; 1024];
+        let mut pos = 0;
+        let mut enc = EventEncoder::default();
+        enc.begin(&mut buf, &mut pos, 42);
+        enc.alloc(&mut buf, &mut pos, Op::Malloc, 1000, 0x5555_0000_1000, 204, 216, 7);
+        enc.realloc(&mut buf, &mut pos, Op::Realloc, 1500, 0x5555_0000_1000, 0x5555_0000_0100, 300, 312, 9);
+        enc.dealloc(&mut buf, &mut pos, Op::Delete, 1600, 0x5555_0000_0100);
+        enc.alloc(&mut buf, &mut pos, Op::Calloc, 1700, 0, 1 << 50, 0, 3);
+        let evs: Vec<Event> = EventDecoder::new(&buf[..pos]).unwrap().map(Result::unwrap).collect();
+        assert_eq!(evs.len(), 4);
+        assert_eq!(evs[0], Event { ts: 1000, tid: 42, op: Op::Malloc, addr: 0x5555_0000_1000, old_addr: 0, size: 204, usable: 216, stack: 7 });
+        assert_eq!((evs[1].old_addr, evs[1].addr, evs[1].size, evs[1].usable, evs[1].stack), (0x5555_0000_1000, 0x5555_0000_0100, 300, 312, 9));
+        assert_eq!((evs[2].op, evs[2].ts, evs[2].addr), (Op::Delete, 1600, 0x5555_0000_0100));
+        assert_eq!((evs[3].addr, evs[3].size, evs[3].usable), (0, 1 << 50, 0));
+    }
+
+    #[test]
+    fn truncated_payload_is_an_error_not_a_panic() {
+        let mut buf = [0u8; 128];
+        let mut pos = 0;
+        let mut enc = EventEncoder::default();
+        enc.begin(&mut buf, &mut pos, 1);
+        enc.alloc(&mut buf, &mut pos, Op::Malloc, 5, 0x1000, 10, 24, 1);
+        let r: Vec<_> = EventDecoder::new(&buf[..pos - 1]).unwrap().collect();
+        assert_eq!(r.len(), 1);
+        assert!(r[0].is_err());
+    }
+
+    #[test]
+    fn op_bytes_round_trip() {
+        for &op in Op::ALL {
+            assert_eq!(Op::from_u8(op as u8), Some(op));
+        }
+        assert!(Op::New.is_cxx() && !Op::Malloc.is_cxx() && Op::DeleteArray.is_cxx());
+    }
+}

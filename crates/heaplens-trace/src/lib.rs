@@ -1,0 +1,28 @@
+//! The heaplens trace format (`.hltrace`).
+//!
+//! A trace is an 16-byte file header followed by self-delimiting, checksummed blocks, so that a
+//! process killed mid-run leaves a file that reads back up to its last complete block:
+//!
+//! ```text
+//! file   := header block*
+//! header := "HLTRACE\0" (8 bytes) version:u32le flags:u32le
+//! block  := kind:u8 codec:u8 reserved:u16le stored_len:u32le raw_len:u32le crc32:u32le
+//!           stored_bytes[stored_len]          (crc32 is CRC-32/ISO-HDLC of stored_bytes)
+//! ```
+//!
+//! A block's payload (after decompression when `codec` is [`Codec::Lz4`]) is one of the
+//! [`BlockKind`]s; its layout is documented on [`record`]. Nothing in this crate knows about hooks,
+//! unwinding or symbols: it only moves records to and from bytes.
+
+pub mod block;
+pub mod event;
+pub mod reader;
+pub mod record;
+pub mod varint;
+pub mod writer;
+
+pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};
+pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
+pub use reader::{ReadError, ReadStatus, TraceReader};
+pub use record::{EndRecord, ExitRecord, ModuleRecord, ProcessRecord, Malformed, Segment, StackNode, ThreadName};
+pub use writer::BlockWriter;

@@ -1,0 +1,223 @@
+//! Streaming reader: yields decoded block payloads one at a time, so a trace larger than
+//! memory can be reduced block by block.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::Path;
+
+use crate::block::{BlockHeader, BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, MAX_BLOCK_LEN, VERSION};
+
+/// Why a trace could not be opened at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be opened or read.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The file does not start with the heaplens magic.
+    #[error("not a heaplens trace (bad magic)")]
+    NotATrace,
+    /// The file is a heaplens trace of a version this build cannot read.
+    #[error("unsupported trace version {0} (this heaplens reads version {VERSION})")]
+    UnsupportedVersion(u32),
+}
+
+/// How reading ended, or where it stands. Damage after the header is not an error: everything
+/// before it is still returned, and the status says what was lost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadStatus {
+    /// Blocks returned.
+    pub blocks: u64,
+    /// Blocks whose checksum or payload failed and were skipped.
+    pub corrupt_blocks: u64,
+    /// Set when the file ended inside a block (a killed process, a partial copy): the byte
+    /// offset where the incomplete block starts.
+    pub truncated_at: Option<u64>,
+    /// Bytes read so far.
+    pub offset: u64,
+}
+
+/// Reads the blocks of a trace in file order.
+pub struct TraceReader<R: Read> {
+    input: R,
+    status: ReadStatus,
+    done: bool,
+    stored: Vec<u8>,
+}
+
+impl TraceReader<BufReader<File>> {
+    /// Opens the trace at `path` and checks its header.
+    ///
+    /// # Errors
+    /// [`ReadError::Io`] when the file cannot be read, [`ReadError::NotATrace`] when it is not a
+    /// heaplens trace, [`ReadError::UnsupportedVersion`] for a newer format.
+    pub fn open(path: &Path) -> Result<Self, ReadError> {
+        Self::new(BufReader::with_capacity(1 << 20, File::open(path)?))
+    }
+}
+
+impl<R: Read> TraceReader<R> {
+    /// Wraps a reader positioned at the start of a trace and checks its header.
+    ///
+    /// # Errors
+    /// As [`TraceReader::open`].
+    pub fn new(mut input: R) -> Result<Self, ReadError> {
+        let mut h = [0u8; FILE_HEADER_LEN];
+        let got = read_full(&mut input, &mut h)?;
+        if got < 8 || &h[..8] != MAGIC {
+            return Err(ReadError::NotATrace);
+        }
+        if got < FILE_HEADER_LEN {
+            return Err(ReadError::NotATrace);
+        }
+        let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+        if version != VERSION {
+            return Err(ReadError::UnsupportedVersion(version));
+        }
+        let status = ReadStatus { offset: FILE_HEADER_LEN as u64, ..Default::default() };
+        Ok(Self { input, status, done: false, stored: Vec::new() })
+    }
+
+    /// What has been read so far, and whether the file was damaged.
+    pub fn status(&self) -> ReadStatus {
+        self.status
+    }
+
+    /// The next block as (kind, decoded payload); `None` at the end of the file or at the first
+    /// incomplete block. Blocks of unknown kind and corrupt blocks are skipped (and counted).
+    ///
+    /// # Errors
+    /// Only I/O errors other than an early end of file.
+    pub fn next_block(&mut self) -> io::Result<Option<(BlockKind, Vec<u8>)>> {
+        while !self.done {
+            let start = self.status.offset;
+            let mut hb = [0u8; BLOCK_HEADER_LEN];
+            let got = read_full(&mut self.input, &mut hb)?;
+            if got == 0 {
+                self.done = true;
+                break;
+            }
+            if got < BLOCK_HEADER_LEN {
+                return Ok(self.truncated(start));
+            }
+            let h = BlockHeader::from_bytes(&hb);
+            if h.stored_len > MAX_BLOCK_LEN || h.raw_len > MAX_BLOCK_LEN {
+                // A length no writer produces: the rest of the file cannot be framed.
+                self.status.corrupt_blocks += 1;
+                return Ok(self.truncated(start));
+            }
+            self.stored.resize(h.stored_len as usize, 0);
+            if read_full(&mut self.input, &mut self.stored)? < self.stored.len() {
+                return Ok(self.truncated(start));
+            }
+            self.status.offset = start + (BLOCK_HEADER_LEN + self.stored.len()) as u64;
+            if crc32fast::hash(&self.stored) != h.crc {
+                self.status.corrupt_blocks += 1;
+                continue;
+            }
+            let payload = match h.codec {
+                c if c == Codec::Raw as u8 => Some(self.stored.clone()),
+                c if c == Codec::Lz4 as u8 => lz4_flex::block::decompress(&self.stored, h.raw_len as usize).ok(),
+                _ => None,
+            };
+            let Some(payload) = payload else {
+                self.status.corrupt_blocks += 1;
+                continue;
+            };
+            let Some(kind) = BlockKind::from_u8(h.kind) else { continue };
+            self.status.blocks += 1;
+            return Ok(Some((kind, payload)));
+        }
+        Ok(None)
+    }
+
+    fn truncated(&mut self, at: u64) -> Option<(BlockKind, Vec<u8>)> {
+        self.status.truncated_at = Some(at);
+        self.done = true;
+        None
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::BlockWriter;
+
+    fn sample() -> Vec<u8> {
+        let mut w = BlockWriter::new(Vec::new()).unwrap();
+        w.write_block(BlockKind::ThreadName, b"short").unwrap();
+        w.write_block(BlockKind::Stacks, &vec![7u8; 5000]).unwrap();
+        w.write_block(BlockKind::End, b"x").unwrap();
+        std::mem::take(w.get_mut())
+    }
+
+    #[test]
+    fn reads_back_every_block() {
+        let bytes = sample();
+        let mut r = TraceReader::new(&bytes[..]).unwrap();
+        let mut kinds = Vec::new();
+        while let Some((k, p)) = r.next_block().unwrap() {
+            if k == BlockKind::Stacks {
+                assert_eq!(p, vec![7u8; 5000]);
+            }
+            kinds.push(k);
+        }
+        assert_eq!(kinds, [BlockKind::ThreadName, BlockKind::Stacks, BlockKind::End]);
+        assert_eq!(r.status().truncated_at, None);
+        assert_eq!(r.status().offset, bytes.len() as u64);
+    }
+
+    #[test]
+    fn truncation_keeps_complete_blocks() {
+        let bytes = sample();
+        // Block ends, from reading the whole file once.
+        let mut ends = Vec::new();
+        let mut r = TraceReader::new(&bytes[..]).unwrap();
+        while r.next_block().unwrap().is_some() {
+            ends.push(r.status().offset as usize);
+        }
+        for cut in FILE_HEADER_LEN..bytes.len() {
+            let mut r = TraceReader::new(&bytes[..cut]).unwrap();
+            let mut n = 0;
+            while r.next_block().unwrap().is_some() {
+                n += 1;
+            }
+            let whole = ends.iter().filter(|&&e| e <= cut).count();
+            assert_eq!(n, whole, "cut at {cut}");
+            let at_boundary = cut == FILE_HEADER_LEN || ends.contains(&cut);
+            assert_eq!(r.status().truncated_at.is_none(), at_boundary, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn corrupt_block_is_skipped() {
+        let mut bytes = sample();
+        bytes[FILE_HEADER_LEN + BLOCK_HEADER_LEN] ^= 0xff; // first payload byte
+        let mut r = TraceReader::new(&bytes[..]).unwrap();
+        let mut n = 0;
+        while r.next_block().unwrap().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 2);
+        assert_eq!(r.status().corrupt_blocks, 1);
+    }
+
+    #[test]
+    fn rejects_other_files() {
+        assert!(matches!(TraceReader::new(&b"hello world, not a trace"[..]), Err(ReadError::NotATrace)));
+        assert!(matches!(TraceReader::new(&b""[..]), Err(ReadError::NotATrace)));
+    }
+}

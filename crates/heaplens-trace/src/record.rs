@@ -1,0 +1,314 @@
+//! The non-event records and their payload layouts. Every integer is a LEB128 varint
+//! ([`crate::varint`]); strings and byte strings are length-prefixed.
+
+use crate::varint::{put, put_bytes, zigzag, Cursor};
+
+/// Decoding failed: the payload ended early or held an impossible value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("malformed {0} record")]
+pub struct Malformed(pub &'static str);
+
+/// Who was profiled. Payload: `pid ppid start_unix_ns start_mono_ns exe argc argv* max_frames`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessRecord {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// Wall-clock time the monitor started, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// `CLOCK_MONOTONIC` when the monitor started, nanoseconds; event timestamps use this clock.
+    pub start_mono_ns: u64,
+    /// Path of the executable (`/proc/self/exe`).
+    pub exe: String,
+    /// Command line, argv\[0\] first.
+    pub argv: Vec<String>,
+    /// Stack depth cap the monitor used, in frames.
+    pub max_frames: u32,
+}
+
+impl ProcessRecord {
+    /// Serializes the record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut o = Vec::new();
+        put(&mut o, self.pid.into());
+        put(&mut o, self.ppid.into());
+        put(&mut o, self.start_unix_ns);
+        put(&mut o, self.start_mono_ns);
+        put_bytes(&mut o, self.exe.as_bytes());
+        put(&mut o, self.argv.len() as u64);
+        for a in &self.argv {
+            put_bytes(&mut o, a.as_bytes());
+        }
+        put(&mut o, self.max_frames.into());
+        o
+    }
+
+    /// Parses a payload.
+    ///
+    /// # Errors
+    /// [`Malformed`] if the payload is short.
+    pub fn decode(p: &[u8]) -> Result<Self, Malformed> {
+        let e = Malformed("process");
+        let mut c = Cursor::new(p);
+        let pid = c.var().ok_or(e)? as u32;
+        let ppid = c.var().ok_or(e)? as u32;
+        let start_unix_ns = c.var().ok_or(e)?;
+        let start_mono_ns = c.var().ok_or(e)?;
+        let exe = c.string().ok_or(e)?;
+        let argc = c.var().ok_or(e)?;
+        let mut argv = Vec::new();
+        for _ in 0..argc {
+            argv.push(c.string().ok_or(e)?);
+        }
+        let max_frames = c.var().ok_or(e)? as u32;
+        Ok(Self { pid, ppid, start_unix_ns, start_mono_ns, exe, argv, max_frames })
+    }
+}
+
+/// One `PT_LOAD` segment of a module, as stated in its program headers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Segment {
+    /// `p_vaddr`: the segment's address before relocation; add the module's `base` for the
+    /// address in the process.
+    pub vaddr: u64,
+    /// `p_memsz`, bytes.
+    pub memsz: u64,
+    /// `p_flags` (`PF_X` = 1, `PF_W` = 2, `PF_R` = 4).
+    pub flags: u32,
+}
+
+/// A module (the executable, a shared library, the vDSO) mapped into or out of the process.
+/// Payload of a Modules block: `count (loaded:u8 ts base path build_id nseg (vaddr memsz flags)*)*`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModuleRecord {
+    /// `CLOCK_MONOTONIC` nanoseconds when the monitor saw the change.
+    pub ts: u64,
+    /// True for a load, false for an unload.
+    pub loaded: bool,
+    /// Load bias (`dlpi_addr`): process address minus stated address.
+    pub base: u64,
+    /// File path as the loader reports it (the executable's is resolved from `/proc/self/exe`).
+    pub path: String,
+    /// GNU build id from `NT_GNU_BUILD_ID`, empty when the module has none.
+    pub build_id: Vec<u8>,
+    /// Loadable segments.
+    pub segments: Vec<Segment>,
+}
+
+impl ModuleRecord {
+    /// Serializes several records into one Modules payload.
+    pub fn encode_all(mods: &[ModuleRecord]) -> Vec<u8> {
+        let mut o = Vec::new();
+        put(&mut o, mods.len() as u64);
+        for m in mods {
+            o.push(u8::from(m.loaded));
+            put(&mut o, m.ts);
+            put(&mut o, m.base);
+            put_bytes(&mut o, m.path.as_bytes());
+            put_bytes(&mut o, &m.build_id);
+            put(&mut o, m.segments.len() as u64);
+            for s in &m.segments {
+                put(&mut o, s.vaddr);
+                put(&mut o, s.memsz);
+                put(&mut o, s.flags.into());
+            }
+        }
+        o
+    }
+
+    /// Parses a Modules payload.
+    ///
+    /// # Errors
+    /// [`Malformed`] if the payload is short.
+    pub fn decode_all(p: &[u8]) -> Result<Vec<ModuleRecord>, Malformed> {
+        let e = Malformed("module");
+        let mut c = Cursor::new(p);
+        let n = c.var().ok_or(e)?;
+        let mut mods = Vec::new();
+        for _ in 0..n {
+            let loaded = c.u8().ok_or(e)? != 0;
+            let ts = c.var().ok_or(e)?;
+            let base = c.var().ok_or(e)?;
+            let path = c.string().ok_or(e)?;
+            let build_id = c.bytes().ok_or(e)?.to_vec();
+            let nseg = c.var().ok_or(e)?;
+            let mut segments = Vec::new();
+            for _ in 0..nseg {
+                let vaddr = c.var().ok_or(e)?;
+                let memsz = c.var().ok_or(e)?;
+                let flags = c.var().ok_or(e)? as u32;
+                segments.push(Segment { vaddr, memsz, flags });
+            }
+            mods.push(ModuleRecord { ts, loaded, base, path, build_id, segments });
+        }
+        Ok(mods)
+    }
+
+    /// True when process address `addr` falls in one of this module's segments.
+    pub fn contains(&self, addr: u64) -> bool {
+        self.segments.iter().any(|s| {
+            let start = self.base.wrapping_add(s.vaddr);
+            addr >= start && addr < start.wrapping_add(s.memsz)
+        })
+    }
+}
+
+/// A node of the call-stack trie: the stack `parent` extended by one more caller frame.
+/// Node 0 is the empty stack and is never written. A Stacks payload is
+/// `first_id (id - parent, addr)*` with ids consecutive from `first_id`; each node's `addr` is a
+/// return address (the instruction after a call), outermost frames nearest the root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackNode {
+    /// This node's id (> 0).
+    pub id: u32,
+    /// The id of the stack one frame shorter (0 for a single-frame stack).
+    pub parent: u32,
+    /// The frame's return address in the process.
+    pub addr: u64,
+}
+
+impl StackNode {
+    /// Appends the Stacks payload header for nodes starting at `first_id`.
+    pub fn begin(out: &mut Vec<u8>, first_id: u32) {
+        put(out, first_id.into());
+    }
+
+    /// Appends one node (its id is implied by position).
+    pub fn push(out: &mut Vec<u8>, id: u32, parent: u32, addr: u64) {
+        put(out, u64::from(id - parent));
+        put(out, addr);
+    }
+
+    /// Parses a Stacks payload.
+    ///
+    /// # Errors
+    /// [`Malformed`] if the payload is short or a parent does not precede its child.
+    pub fn decode_all(p: &[u8]) -> Result<Vec<StackNode>, Malformed> {
+        let e = Malformed("stack");
+        let mut c = Cursor::new(p);
+        let mut id = c.var().ok_or(e)? as u32;
+        let mut out = Vec::new();
+        while !c.is_empty() {
+            let back = c.var().ok_or(e)?;
+            let addr = c.var().ok_or(e)?;
+            if back == 0 || back > u64::from(id) {
+                return Err(e);
+            }
+            out.push(StackNode { id, parent: id - back as u32, addr });
+            id = id.checked_add(1).ok_or(e)?;
+        }
+        Ok(out)
+    }
+}
+
+/// A thread's name (`/proc/self/task/TID/comm`). Payload: `tid name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadName {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Name, at most 15 bytes on Linux.
+    pub name: String,
+}
+
+impl ThreadName {
+    /// Serializes the record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut o = Vec::new();
+        put(&mut o, self.tid.into());
+        put_bytes(&mut o, self.name.as_bytes());
+        o
+    }
+
+    /// Parses a payload.
+    ///
+    /// # Errors
+    /// [`Malformed`] if the payload is short.
+    pub fn decode(p: &[u8]) -> Result<Self, Malformed> {
+        let e = Malformed("thread name");
+        let mut c = Cursor::new(p);
+        Ok(Self { tid: c.var().ok_or(e)? as u32, name: c.string().ok_or(e)? })
+    }
+}
+
+/// How the profiled process ended, appended by `heaplens run`. Payload: `how value end_mono_ns`
+/// with `how` 0 = exited with status `value`, 1 = killed by signal `value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitRecord {
+    /// Exit status when the process exited.
+    pub code: Option<i32>,
+    /// Signal number when a signal killed it.
+    pub signal: Option<i32>,
+    /// `CLOCK_MONOTONIC` nanoseconds when the process was reaped.
+    pub end_mono_ns: u64,
+}
+
+impl ExitRecord {
+    /// Serializes the record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut o = Vec::new();
+        let (how, v) = match (self.code, self.signal) {
+            (_, Some(s)) => (1, s),
+            (c, None) => (0, c.unwrap_or(0)),
+        };
+        put(&mut o, how);
+        put(&mut o, zigzag(v.into()));
+        put(&mut o, self.end_mono_ns);
+        o
+    }
+
+    /// Parses a payload.
+    ///
+    /// # Errors
+    /// [`Malformed`] if the payload is short.
+    pub fn decode(p: &[u8]) -> Result<Self, Malformed> {
+        let e = Malformed("exit");
+        let mut c = Cursor::new(p);
+        let how = c.var().ok_or(e)?;
+        let v = c.svar().ok_or(e)? as i32;
+        let end_mono_ns = c.var().ok_or(e)?;
+        Ok(match how {
+            0 => Self { code: Some(v), signal: None, end_mono_ns },
+            _ => Self { code: None, signal: Some(v), end_mono_ns },
+        })
+    }
+}
+
+/// Counters the monitor writes in its End block. Payload: `events stacks dropped`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndRecord {
+    /// Events written.
+    pub events: u64,
+    /// Stack-trie nodes written.
+    pub stack_nodes: u64,
+    /// Events lost (a failed write, a buffer that could not be allocated).
+    pub dropped: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds at shutdown.
+    pub end_mono_ns: u64,
+}
+
+impl EndRecord {
+    /// Serializes the record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut o = Vec::new();
+        for v in [self.events, self.stack_nodes, self.dropped, self.end_mono_ns] {
+            put(&mut o, v);
+        }
+        o
+    }
+
+    /// Parses a payload.
+    ///
+    /// # Errors
+    /// [`Malformed`] if the payload is short.
+    pub fn decode(p: &[u8]) -> Result<Self, Malformed> {
+        let e = Malformed("end");
+        let mut c = Cursor::new(p);
+        Ok(Self {
+            events: c.var().ok_or(e)?,
+            stack_nodes: c.var().ok_or(e)?,
+            dropped: c.var().ok_or(e)?,
+            end_mono_ns: c.var().ok_or(e)?,
+        })
+    }
+}
