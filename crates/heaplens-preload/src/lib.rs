@@ -1,1 +1,220 @@
+//! The heaplens monitor, `libheaplens_preload.so`.
+//!
+//! Loaded into the target with `LD_PRELOAD` by `heaplens run`, it interposes every allocation
+//! entry point of the C library and the C++ runtime ([`hooks`]), captures each allocation's call
+//! stack ([`unwind`]), interns it ([`intern`]), appends a compact event to a per-thread buffer
+//! ([`thread`]) and lets a writer thread frame the buffers into the trace ([`output`]).
+//!
+//! Rules it keeps: the program's behaviour never changes (no panic crosses into the program; on
+//! an internal failure the monitor turns itself into a pass-through and says so once on
+//! stderr), the monitor never records itself (a thread-local guard), and the hot path takes no
+//! lock but its own thread's uncontended spin lock.
+//!
+//! Configuration comes from the environment `heaplens run` sets:
+//! `HEAPLENS_OUTPUT` (trace path; `%p` becomes the pid), `HEAPLENS_MAX_FRAMES` (stack depth
+//! cap, default 1024), `HEAPLENS_FOLLOW_CHILDREN=1` (keep `LD_PRELOAD` for exec'd programs).
 
+pub mod hooks;
+pub mod intern;
+pub mod modules;
+pub mod output;
+pub mod procinfo;
+pub mod real;
+pub mod record;
+pub mod sysalloc;
+pub mod thread;
+pub mod tls;
+pub mod unwind;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+use heaplens_trace::ProcessRecord;
+
+#[global_allocator]
+static ALLOC: sysalloc::LibcAlloc = sysalloc::LibcAlloc;
+
+/// Settings read once at start-up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the trace goes.
+    pub output: PathBuf,
+    /// Deepest stack recorded, in frames.
+    pub max_frames: usize,
+    /// Whether exec'd programs are profiled too.
+    pub follow_children: bool,
+}
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+/// The settings (defaults before start-up).
+pub fn config() -> &'static Config {
+    CONFIG.get_or_init(|| Config { output: PathBuf::new(), max_frames: 1024, follow_children: false })
+}
+
+const OFF: u8 = 0;
+const ON: u8 = 1;
+const DONE: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(OFF);
+
+/// True while events are being recorded.
+#[inline(always)]
+pub fn active() -> bool {
+    STATE.load(Ordering::Relaxed) == ON
+}
+
+/// Stops recording for good (the program goes on untouched) and says why, once.
+pub fn disable(why: &str) {
+    if STATE.swap(DONE, Ordering::AcqRel) == ON {
+        eprintln!("heaplens: {why}; recording stopped, the program continues");
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = fini;
+
+extern "C" fn init() {
+    let Some(_g) = tls::Guard::enter() else { return };
+    let r = std::panic::catch_unwind(|| {
+        std::panic::set_hook(Box::new(|info| {
+            disable(&format!("internal error ({info})"));
+        }));
+        start();
+    });
+    if r.is_err() {
+        disable("internal error during start-up");
+    }
+}
+
+fn start() {
+    real::resolve_all();
+    let Some(out) = std::env::var_os("HEAPLENS_OUTPUT") else { return };
+    let pid = std::process::id();
+    let output = PathBuf::from(out.to_string_lossy().replace("%p", &pid.to_string()));
+    let max_frames = std::env::var("HEAPLENS_MAX_FRAMES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024usize).clamp(1, 1 << 16);
+    let follow_children = std::env::var_os("HEAPLENS_FOLLOW_CHILDREN").is_some_and(|v| v == "1");
+    let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children });
+    if !follow_children {
+        forget_preload();
+    }
+    let process = process_record(max_frames);
+    if let Err(e) = output::open(&output, &process) {
+        eprintln!("heaplens: cannot create the trace {}: {e}; the program runs without recording", output.display());
+        STATE.store(DONE, Ordering::Release);
+        return;
+    }
+    if let Ok(mut t) = intern::TRIE.lock() {
+        *t = Some(intern::Trie::new());
+    }
+    let changes = modules::refresh(process.start_mono_ns);
+    let own = init as *const () as u64;
+    if let Some(m) = changes.iter().find(|m| m.contains(own)) {
+        let lo = m.segments.iter().map(|s| m.base + s.vaddr).min().unwrap_or(0);
+        let hi = m.segments.iter().map(|s| m.base + s.vaddr + s.memsz).max().unwrap_or(0);
+        unwind::set_own_range(lo..hi);
+    }
+    output::module_changes(&changes);
+    thread::init_key();
+    // SAFETY: plain function pointers with C ABI.
+    unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
+    STATE.store(ON, Ordering::Release);
+    output::ensure_writer();
+}
+
+fn process_record(max_frames: usize) -> ProcessRecord {
+    ProcessRecord {
+        pid: std::process::id(),
+        // SAFETY: no preconditions.
+        ppid: unsafe { libc::getppid() } as u32,
+        start_unix_ns: procinfo::unix_ns(),
+        start_mono_ns: procinfo::now_ns(),
+        exe: procinfo::exe_path(),
+        argv: procinfo::argv(),
+        max_frames: max_frames as u32,
+    }
+}
+
+/// Removes this library from `LD_PRELOAD` (and our settings from the environment), so programs
+/// the target execs run unprofiled, as they would without heaplens.
+fn forget_preload() {
+    if let Some(v) = std::env::var_os("LD_PRELOAD") {
+        let v = v.to_string_lossy().into_owned();
+        let rest: Vec<&str> = v.split([':', ' ']).filter(|s| !s.is_empty() && !s.contains("libheaplens_preload")).collect();
+        if rest.is_empty() {
+            std::env::remove_var("LD_PRELOAD");
+        } else {
+            std::env::set_var("LD_PRELOAD", rest.join(":"));
+        }
+    }
+    for k in ["HEAPLENS_OUTPUT", "HEAPLENS_MAX_FRAMES", "HEAPLENS_FOLLOW_CHILDREN"] {
+        std::env::remove_var(k);
+    }
+}
+
+extern "C" fn fini() {
+    shutdown();
+}
+
+/// Writes out everything recorded and the End block; later events pass through unrecorded.
+pub fn shutdown() {
+    let slot = tls::slot();
+    let saved = slot.guard;
+    slot.guard = 1;
+    if STATE.compare_exchange(ON, DONE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        let _ = std::panic::catch_unwind(output::finish);
+    }
+    slot.guard = saved;
+}
+
+static mut FORK_LOCKS: Option<output::ForkLocks> = None;
+
+extern "C" fn fork_prepare() {
+    if !active() {
+        return;
+    }
+    tls::slot().guard += 1;
+    // This thread's recent events belong to the parent: hand them over before the fork.
+    if let Some(st) = thread::current() {
+        st.flush();
+    }
+    // SAFETY: fork handlers run on the forking thread only.
+    unsafe { FORK_LOCKS = output::lock_for_fork() };
+}
+
+extern "C" fn fork_parent() {
+    // SAFETY: as in fork_prepare.
+    let held = unsafe { (*std::ptr::addr_of_mut!(FORK_LOCKS)).take() };
+    if held.is_some() || active() {
+        drop(held);
+        tls::slot().guard -= 1;
+    }
+}
+
+extern "C" fn fork_child() {
+    // SAFETY: as in fork_prepare.
+    let held = unsafe { (*std::ptr::addr_of_mut!(FORK_LOCKS)).take() };
+    if held.is_none() && !active() {
+        return;
+    }
+    drop(held);
+    let r = std::panic::catch_unwind(|| {
+        let me = thread::current().map(|s| {
+            s.reset_after_fork();
+            s as *mut thread::ThreadState as usize
+        });
+        let process = process_record(config().max_frames);
+        if let Err(e) = output::restart_in_child(&process, me.unwrap_or(0)) {
+            disable(&format!("cannot create the trace of child process {}: {e}", process.pid));
+        }
+    });
+    if r.is_err() {
+        disable("internal error after fork");
+    }
+    tls::slot().guard -= 1;
+}

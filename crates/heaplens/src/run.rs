@@ -1,6 +1,155 @@
-//! `heaplens run`. (Being written.)
+//! `heaplens run`: start the program with the monitor preloaded, wait for it, seal the trace
+//! with the exit record, and end the way the program ended.
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context, Result};
+use heaplens_trace::{BlockKind, BlockWriter, ExitRecord};
+
 use crate::RunArgs;
 
-pub fn execute(_a: &RunArgs) -> anyhow::Result<std::process::ExitCode> {
-    anyhow::bail!("run is not built yet")
+/// File name of the monitor library.
+const PRELOAD: &str = "libheaplens_preload.so";
+
+/// Finds the monitor: `$HEAPLENS_PRELOAD`, else next to this executable, else in `../lib`.
+fn find_preload() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("HEAPLENS_PRELOAD") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("cannot find the heaplens executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for cand in [dir.join(PRELOAD), dir.join("../lib").join(PRELOAD), dir.join("../lib/heaplens").join(PRELOAD)] {
+        if cand.is_file() {
+            return Ok(cand.canonicalize().unwrap_or(cand));
+        }
+    }
+    bail!("cannot find {PRELOAD} next to {} (build the whole workspace: cargo build --release)", exe.display())
+}
+
+/// Checks that the trace can be created where asked, before the program starts.
+fn check_writable(path: &Path) -> Result<()> {
+    let probe = if path.as_os_str().to_string_lossy().contains("%p") {
+        PathBuf::from(path.to_string_lossy().replace("%p", "probe"))
+    } else {
+        path.to_path_buf()
+    };
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .with_context(|| format!("cannot write the trace {}", path.display()))?;
+    std::fs::remove_file(&probe).with_context(|| format!("cannot write the trace {}", path.display()))?;
+    Ok(())
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: valid timespec pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs `heaplens run`; returns the program's exit code, or does not return when the program
+/// died by a signal (heaplens then dies by the same signal).
+pub fn execute(a: &RunArgs) -> Result<ExitCode> {
+    let preload = find_preload()?;
+    let program = &a.command[0];
+    let name = Path::new(program).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    let template = match &a.output {
+        Some(o) => cwd.join(o),
+        None => cwd.join(format!("heaplens.{name}.%p.hltrace")),
+    };
+    check_writable(&template)?;
+
+    let mut preload_var = OsString::from(preload.as_os_str());
+    if let Some(prev) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload_var.push(":");
+        preload_var.push(prev);
+    }
+    let mut cmd = Command::new(program);
+    cmd.args(&a.command[1..])
+        .env("LD_PRELOAD", preload_var)
+        .env("HEAPLENS_OUTPUT", &template)
+        .env("HEAPLENS_MAX_FRAMES", a.max_frames.to_string());
+    if a.follow_children {
+        cmd.env("HEAPLENS_FOLLOW_CHILDREN", "1");
+    }
+    // heaplens outlives Ctrl-C to seal the trace; the program gets the signal as usual.
+    // SAFETY: signal() is async-signal-safe; restoring defaults is all the child does here.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let mut child = cmd.spawn().with_context(|| format!("cannot run {program}"))?;
+    let trace = PathBuf::from(template.to_string_lossy().replace("%p", &child.id().to_string()));
+    let status = child.wait().context("waiting for the program")?;
+    let exit = ExitRecord { code: status.code(), signal: status.signal(), end_mono_ns: monotonic_ns() };
+
+    if trace.is_file() {
+        match append_exit(&trace, &exit) {
+            Ok(()) if !a.quiet => {
+                eprintln!("heaplens: trace written to {}", trace.display());
+                for extra in child_traces(&trace) {
+                    eprintln!("heaplens: trace of a child process written to {}", extra.display());
+                }
+                eprintln!("heaplens: see it with: heaplens report {}", trace.display());
+            }
+            Ok(()) => {}
+            Err(e) => eprintln!("heaplens: warning: cannot append the exit status to {}: {e:#}", trace.display()),
+        }
+    } else if !a.quiet {
+        eprintln!(
+            "heaplens: warning: no trace was written to {} (is {program} statically linked or setuid? the monitor needs the dynamic loader)",
+            trace.display()
+        );
+    }
+
+    if let Some(sig) = status.signal() {
+        // SAFETY: restore the default action and die the way the program did.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return Ok(ExitCode::from(128 + sig as u8));
+    }
+    Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+}
+
+/// Appends the exit record to a finished trace.
+fn append_exit(trace: &Path, exit: &ExitRecord) -> Result<()> {
+    let f = OpenOptions::new().append(true).open(trace)?;
+    let len = f.metadata()?.len();
+    let mut w = BlockWriter::append(f, len);
+    w.write_block(BlockKind::Exit, &exit.encode())?;
+    Ok(())
+}
+
+/// Traces written by forked or exec'd children: `TRACE.PID` siblings.
+fn child_traces(trace: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (trace.parent(), trace.file_name()) else { return Vec::new() };
+    let prefix = format!("{}.", name.to_string_lossy());
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.strip_prefix(&prefix).is_some_and(|rest| rest.split('.').all(|p| p.chars().all(|c| c.is_ascii_digit())))
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }

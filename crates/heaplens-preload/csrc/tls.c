@@ -1,0 +1,13 @@
+/* Per-thread monitor state with the initial-exec TLS model: reaching it never calls into the
+ * dynamic loader, never allocates and registers no destructor. */
+#include <stdint.h>
+
+struct hl_tls {
+    uint32_t guard;  /* non-zero while the monitor itself runs on this thread */
+    uint32_t dead;   /* set once this thread's state has been torn down at thread exit */
+    void *thread;    /* the thread's ThreadState, or NULL before its first event */
+};
+
+static __thread struct hl_tls hl_tls_slot __attribute__((tls_model("initial-exec")));
+
+__attribute__((visibility("hidden"))) struct hl_tls *hl_tls(void) { return &hl_tls_slot; }

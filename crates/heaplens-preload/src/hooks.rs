@@ -1,0 +1,139 @@
+//! The interposed entry points. Each one calls the real function and, unless the calling thread
+//! is already inside the monitor (or recording is off), records one event. Allocation events are
+//! recorded after the real call returns, deallocation events before it runs.
+
+use std::ffi::c_void;
+
+use heaplens_trace::Op;
+
+use crate::tls::Guard;
+use crate::{real::call, record};
+
+type P = *mut c_void;
+
+/// The guard, when this call should be recorded.
+#[inline(always)]
+fn enter() -> Option<Guard> {
+    if crate::active() {
+        Guard::enter()
+    } else {
+        None
+    }
+}
+
+macro_rules! alloc_hook {
+    ($abi:literal $name:ident => $real:ident, $op:expr, |$($a:ident : $t:ty),*| size = $size:expr) => {
+        #[allow(clippy::missing_safety_doc)]
+        #[no_mangle]
+        pub unsafe extern $abi fn $name($($a: $t),*) -> P {
+            let Some(_g) = enter() else { return call::$real($($a),*) };
+            let p = call::$real($($a),*);
+            record::alloc($op, p, $size);
+            p
+        }
+    };
+}
+
+macro_rules! dealloc_hook {
+    ($name:ident => $real:ident, $op:expr, |$p:ident : P $(, $a:ident : $t:ty)*|) => {
+        #[allow(clippy::missing_safety_doc)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($p: P $(, $a: $t)*) {
+            if $p.is_null() {
+                return call::$real($p $(, $a)*);
+            }
+            let Some(_g) = enter() else { return call::$real($p $(, $a)*) };
+            record::dealloc($op, $p);
+            call::$real($p $(, $a)*)
+        }
+    };
+}
+
+alloc_hook!("C" malloc => malloc, Op::Malloc, |n: usize| size = n);
+alloc_hook!("C" memalign => memalign, Op::Memalign, |a: usize, n: usize| size = n);
+alloc_hook!("C" aligned_alloc => aligned_alloc, Op::AlignedAlloc, |a: usize, n: usize| size = n);
+alloc_hook!("C" valloc => valloc, Op::Valloc, |n: usize| size = n);
+alloc_hook!("C" pvalloc => pvalloc, Op::Pvalloc, |n: usize| size = n);
+alloc_hook!("C-unwind" _Znwm => new, Op::New, |n: usize| size = n);
+alloc_hook!("C-unwind" _Znam => new_array, Op::NewArray, |n: usize| size = n);
+alloc_hook!("C-unwind" _ZnwmRKSt9nothrow_t => new_nothrow, Op::NewNothrow, |n: usize, t: P| size = n);
+alloc_hook!("C-unwind" _ZnamRKSt9nothrow_t => new_array_nothrow, Op::NewArrayNothrow, |n: usize, t: P| size = n);
+alloc_hook!("C-unwind" _ZnwmSt11align_val_t => new_aligned, Op::NewAligned, |n: usize, a: usize| size = n);
+alloc_hook!("C-unwind" _ZnamSt11align_val_t => new_array_aligned, Op::NewArrayAligned, |n: usize, a: usize| size = n);
+alloc_hook!("C-unwind" _ZnwmSt11align_val_tRKSt9nothrow_t => new_aligned_nothrow, Op::NewAlignedNothrow, |n: usize, a: usize, t: P| size = n);
+alloc_hook!("C-unwind" _ZnamSt11align_val_tRKSt9nothrow_t => new_array_aligned_nothrow, Op::NewArrayAlignedNothrow, |n: usize, a: usize, t: P| size = n);
+
+/// `calloc`: the recorded size is `n * m` (0 when that overflows, and then the call fails).
+#[allow(clippy::missing_safety_doc)]
+#[no_mangle]
+pub unsafe extern "C" fn calloc(n: usize, m: usize) -> P {
+    let Some(_g) = enter() else { return call::calloc(n, m) };
+    let p = call::calloc(n, m);
+    record::alloc(Op::Calloc, p, n.checked_mul(m).unwrap_or(0));
+    p
+}
+
+/// `posix_memalign`: recorded only when it succeeds (it reports failure by return value).
+#[allow(clippy::missing_safety_doc)]
+#[no_mangle]
+pub unsafe extern "C" fn posix_memalign(out: *mut P, a: usize, n: usize) -> i32 {
+    let Some(_g) = enter() else { return call::posix_memalign(out, a, n) };
+    let r = call::posix_memalign(out, a, n);
+    record::alloc(Op::PosixMemalign, if r == 0 { *out } else { std::ptr::null_mut() }, n);
+    r
+}
+
+/// `realloc`: one event holding both the released and the returned block.
+#[allow(clippy::missing_safety_doc)]
+#[no_mangle]
+pub unsafe extern "C" fn realloc(old: P, n: usize) -> P {
+    let Some(_g) = enter() else { return call::realloc(old, n) };
+    let p = call::realloc(old, n);
+    record::realloc(Op::Realloc, old, p, n);
+    p
+}
+
+/// `reallocarray`: `realloc(old, n * m)` that fails with ENOMEM on overflow (as glibc's does).
+#[allow(clippy::missing_safety_doc)]
+#[no_mangle]
+pub unsafe extern "C" fn reallocarray(old: P, n: usize, m: usize) -> P {
+    let Some(total) = n.checked_mul(m) else {
+        *libc::__errno_location() = libc::ENOMEM;
+        return std::ptr::null_mut();
+    };
+    let Some(_g) = enter() else { return call::realloc(old, total) };
+    let p = call::realloc(old, total);
+    record::realloc(Op::ReallocArray, old, p, total);
+    p
+}
+
+dealloc_hook!(free => free, Op::Free, |p: P|);
+dealloc_hook!(_ZdlPv => delete, Op::Delete, |p: P|);
+dealloc_hook!(_ZdaPv => delete_array, Op::DeleteArray, |p: P|);
+dealloc_hook!(_ZdlPvm => delete_sized, Op::DeleteSized, |p: P, n: usize|);
+dealloc_hook!(_ZdaPvm => delete_array_sized, Op::DeleteArraySized, |p: P, n: usize|);
+dealloc_hook!(_ZdlPvSt11align_val_t => delete_aligned, Op::DeleteAligned, |p: P, a: usize|);
+dealloc_hook!(_ZdaPvSt11align_val_t => delete_array_aligned, Op::DeleteArrayAligned, |p: P, a: usize|);
+dealloc_hook!(_ZdlPvmSt11align_val_t => delete_sized_aligned, Op::DeleteSizedAligned, |p: P, n: usize, a: usize|);
+dealloc_hook!(_ZdaPvmSt11align_val_t => delete_array_sized_aligned, Op::DeleteArraySizedAligned, |p: P, n: usize, a: usize|);
+dealloc_hook!(_ZdlPvRKSt9nothrow_t => delete_nothrow, Op::DeleteNothrow, |p: P, t: P|);
+dealloc_hook!(_ZdaPvRKSt9nothrow_t => delete_array_nothrow, Op::DeleteArrayNothrow, |p: P, t: P|);
+dealloc_hook!(_ZdlPvSt11align_val_tRKSt9nothrow_t => delete_aligned_nothrow, Op::DeleteAlignedNothrow, |p: P, a: usize, t: P|);
+dealloc_hook!(_ZdaPvSt11align_val_tRKSt9nothrow_t => delete_array_aligned_nothrow, Op::DeleteArrayAlignedNothrow, |p: P, a: usize, t: P|);
+
+/// `_exit` skips atexit and destructors: write the trace out first.
+#[allow(clippy::missing_safety_doc)]
+#[no_mangle]
+pub unsafe extern "C" fn _exit(status: i32) -> ! {
+    crate::shutdown();
+    call::exit_(status);
+    libc::syscall(libc::SYS_exit_group, status as libc::c_long);
+    unreachable!()
+}
+
+/// `_Exit` is `_exit` by another name.
+#[allow(clippy::missing_safety_doc)]
+#[no_mangle]
+pub unsafe extern "C" fn _Exit(status: i32) -> ! {
+    _exit(status)
+}

@@ -1,0 +1,247 @@
+//! The trace file and the writer thread. Threads hand filled event buffers over through a
+//! queue; the writer frames them into checksummed, LZ4-compressed blocks. Every ~100 ms it also
+//! sweeps partly filled buffers, so a process killed with SIGKILL loses at most that much.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use heaplens_trace::record::EndRecord;
+use heaplens_trace::{BlockKind, BlockWriter, ModuleRecord, ProcessRecord, ThreadName};
+
+use crate::{intern, modules, procinfo, thread, tls};
+
+/// The open trace, and where it is.
+pub struct Sink {
+    writer: BlockWriter<File>,
+    /// The path of this process's trace.
+    pub path: PathBuf,
+    events: u64,
+}
+
+static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+static QUEUE: Mutex<Vec<(Box<[u8]>, usize)>> = Mutex::new(Vec::new());
+static WAKE: Condvar = Condvar::new();
+static POOL: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
+/// Non-event blocks waiting to be written (modules, thread names).
+static EXTRA: Mutex<Vec<(BlockKind, Vec<u8>)>> = Mutex::new(Vec::new());
+static WRITER_RUNNING: AtomicBool = AtomicBool::new(false);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// An empty event buffer of [`thread::BUFFER_BYTES`].
+pub fn take_buffer() -> Box<[u8]> {
+    POOL.lock().ok().and_then(|mut p| p.pop()).unwrap_or_else(|| vec![0u8; thread::BUFFER_BYTES].into_boxed_slice())
+}
+
+/// Queues `len` bytes of `buf` (one Events payload) for writing.
+pub fn submit(buf: Box<[u8]>, len: usize) {
+    if let Ok(mut q) = QUEUE.lock() {
+        q.push((buf, len));
+        let backlog = q.len();
+        drop(q);
+        if backlog >= 4 {
+            WAKE.notify_one();
+        }
+    }
+    ensure_writer();
+}
+
+/// Queues a non-event block.
+pub fn extra(kind: BlockKind, payload: Vec<u8>) {
+    if let Ok(mut e) = EXTRA.lock() {
+        e.push((kind, payload));
+    }
+}
+
+/// Queues the name of thread `tid`.
+pub fn thread_name(tid: u32) {
+    let name = procinfo::thread_name(tid);
+    extra(BlockKind::ThreadName, ThreadName { tid, name }.encode());
+}
+
+/// Queues module changes.
+pub fn module_changes(changes: &[ModuleRecord]) {
+    if !changes.is_empty() {
+        extra(BlockKind::Modules, ModuleRecord::encode_all(changes));
+    }
+}
+
+/// Creates the trace at `path`, or when it already exists (an exec'd or forked process of the
+/// same run) at `path.PID`, then `path.PID.N`. Writes the file header and the Process block.
+///
+/// # Errors
+/// The error of the last attempt to create the file.
+pub fn open(path: &Path, process: &ProcessRecord) -> io::Result<PathBuf> {
+    let pid = process.pid;
+    let mut candidates = vec![path.to_path_buf(), PathBuf::from(format!("{}.{pid}", path.display()))];
+    candidates.extend((1..100).map(|n| PathBuf::from(format!("{}.{pid}.{n}", path.display()))));
+    let mut last = io::Error::other("no candidate path");
+    for p in candidates {
+        match OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(libc::O_CLOEXEC).open(&p) {
+            Ok(f) => {
+                let mut writer = BlockWriter::new(f)?;
+                writer.write_block(BlockKind::Process, &process.encode())?;
+                *SINK.lock().map_err(|_| io::Error::other("poisoned"))? = Some(Sink { writer, path: p.clone(), events: 0 });
+                return Ok(p);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+/// Starts the writer thread if it is not running (at start-up, and lazily in a forked child).
+pub fn ensure_writer() {
+    if WRITER_RUNNING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // A raw pthread, so that the guard is up before the thread runs any code that allocates
+    // (std's thread start-up would be recorded as the program's).
+    extern "C" fn start(_: *mut libc::c_void) -> *mut libc::c_void {
+        tls::slot().guard = 1;
+        // SAFETY: names this thread; the name is NUL-terminated and under 16 bytes.
+        unsafe { libc::pthread_setname_np(libc::pthread_self(), c"heaplens-writer".as_ptr()) };
+        let _ = std::panic::catch_unwind(writer_loop);
+        std::ptr::null_mut()
+    }
+    // SAFETY: plain pthread creation with default attributes; the thread is detached.
+    unsafe {
+        let mut th: libc::pthread_t = 0;
+        if libc::pthread_create(&mut th, std::ptr::null(), start, std::ptr::null_mut()) == 0 {
+            libc::pthread_detach(th);
+        } else {
+            WRITER_RUNNING.store(false, Ordering::Release);
+        }
+    }
+}
+
+fn writer_loop() {
+    let mut last_sweep = procinfo::now_ns();
+    while crate::active() {
+        if let Ok(q) = QUEUE.lock() {
+            let _ = WAKE.wait_timeout(q, Duration::from_millis(50));
+        }
+        if !crate::active() {
+            break;
+        }
+        let now = procinfo::now_ns();
+        if now - last_sweep >= 100_000_000 {
+            thread::flush_all();
+            last_sweep = now;
+        }
+        write_pending();
+    }
+}
+
+/// Writes everything queued: module and thread records, new stack nodes, then event buffers.
+/// Stack nodes are taken after the buffers, so every node an event refers to is written no
+/// later than the event's own block.
+pub fn write_pending() {
+    let buffers = QUEUE.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default();
+    let extras = EXTRA.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
+    let stacks = intern::TRIE.lock().ok().and_then(|mut t| t.as_mut().map(|t| t.take_pending())).unwrap_or_default();
+    let Ok(mut sink) = SINK.lock() else { return };
+    let Some(s) = sink.as_mut() else { return };
+    let mut result = Ok(());
+    for (kind, payload) in &extras {
+        result = result.and_then(|()| s.writer.write_block(*kind, payload));
+    }
+    if !stacks.is_empty() {
+        result = result.and_then(|()| s.writer.write_block(BlockKind::Stacks, &stacks));
+    }
+    let mut pool = Vec::with_capacity(buffers.len());
+    for (buf, len) in buffers {
+        result = result.and_then(|()| s.writer.write_block(BlockKind::Events, &buf[..len]));
+        s.events += 1;
+        pool.push(buf);
+    }
+    if let Err(e) = result {
+        crate::disable(&format!("cannot write the trace {}: {e}", s.path.display()));
+        *sink = None;
+    }
+    drop(sink);
+    if let Ok(mut p) = POOL.lock() {
+        if p.len() < 64 {
+            p.extend(pool);
+        }
+    }
+}
+
+/// Flushes every thread and writes the End block. Called once, at process exit.
+pub fn finish() {
+    thread::flush_all();
+    if let Ok(r) = thread::REGISTRY.lock() {
+        for &p in r.iter() {
+            // SAFETY: registered states are alive while registered.
+            thread_name(unsafe { (*(p as *const thread::ThreadState)).tid });
+        }
+    }
+    module_changes(&modules::refresh(procinfo::now_ns()));
+    write_pending();
+    let nodes = intern::TRIE.lock().ok().and_then(|t| t.as_ref().map(|t| t.nodes)).unwrap_or(0);
+    if let Ok(mut sink) = SINK.lock() {
+        if let Some(s) = sink.as_mut() {
+            let end = EndRecord { events: s.events, stack_nodes: nodes, dropped: DROPPED.load(Ordering::Relaxed), end_mono_ns: procinfo::now_ns() };
+            let _ = s.writer.write_block(BlockKind::End, &end.encode());
+            let _ = s.writer.flush();
+        }
+    }
+}
+
+/// The path of this process's trace.
+pub fn path() -> Option<PathBuf> {
+    SINK.lock().ok().and_then(|s| s.as_ref().map(|s| s.path.clone()))
+}
+
+/// Locks held across fork, so the child inherits them in a consistent state.
+pub struct ForkLocks {
+    _trie: MutexGuard<'static, Option<intern::Trie>>,
+    _registry: MutexGuard<'static, Vec<usize>>,
+    _queue: MutexGuard<'static, Vec<(Box<[u8]>, usize)>>,
+    _pool: MutexGuard<'static, Vec<Box<[u8]>>>,
+    _extra: MutexGuard<'static, Vec<(BlockKind, Vec<u8>)>>,
+    _sink: MutexGuard<'static, Option<Sink>>,
+}
+
+/// Takes every lock (in the one order used everywhere) before fork.
+pub fn lock_for_fork() -> Option<ForkLocks> {
+    Some(ForkLocks {
+        _trie: intern::TRIE.lock().ok()?,
+        _registry: thread::REGISTRY.lock().ok()?,
+        _queue: QUEUE.lock().ok()?,
+        _pool: POOL.lock().ok()?,
+        _extra: EXTRA.lock().ok()?,
+        _sink: SINK.lock().ok()?,
+    })
+}
+
+/// In a forked child, after the locks are released: start this process's own trace at
+/// `PARENT_TRACE.PID`, with a fresh trie, and forget the parent's pending data and threads.
+///
+/// # Errors
+/// When the child's trace cannot be created.
+pub fn restart_in_child(process: &ProcessRecord, me: usize) -> io::Result<PathBuf> {
+    let parent_path = SINK.lock().ok().and_then(|s| s.as_ref().map(|s| s.path.clone())).unwrap_or_default();
+    if let Ok(mut s) = SINK.lock() {
+        // The parent's file stays open in the parent; the child's copy of it is just closed.
+        *s = None;
+    }
+    QUEUE.lock().map(|mut q| q.clear()).ok();
+    EXTRA.lock().map(|mut e| e.clear()).ok();
+    if let Ok(mut t) = intern::TRIE.lock() {
+        *t = Some(intern::Trie::new());
+    }
+    if let Ok(mut r) = thread::REGISTRY.lock() {
+        // Other threads do not exist in the child; their states are leaked, not touched.
+        r.retain(|&p| p == me);
+    }
+    WRITER_RUNNING.store(false, Ordering::Release);
+    let path = open(&PathBuf::from(format!("{}.{}", parent_path.display(), process.pid)), process)?;
+    module_changes(&modules::snapshot());
+    Ok(path)
+}

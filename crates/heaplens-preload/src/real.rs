@@ -1,0 +1,109 @@
+//! The real allocation functions: the next definitions after this library in the loader's
+//! search order (glibc's, or a replacement allocator the program links), found with
+//! `dlsym(RTLD_NEXT)`. Until they are found (and while `dlsym` itself allocates), calls go to
+//! glibc's `__libc_*` entry points.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::sysalloc::fallback;
+
+type P = *mut c_void;
+
+macro_rules! real_fns {
+    ($( $name:ident = $sym:literal : fn($($arg:ident : $ty:ty),*) -> $ret:ty, abi $abi:literal, else $fb:expr; )*) => {
+        $(
+            #[allow(non_upper_case_globals)]
+            static $name: AtomicUsize = AtomicUsize::new(0);
+        )*
+
+        /// Looks every real function up; safe to call again (after a dlopen brings libstdc++).
+        pub fn resolve_all() {
+            $(
+                if $name.load(Ordering::Relaxed) == 0 {
+                    // SAFETY: RTLD_NEXT lookups of a NUL-terminated name.
+                    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($sym, "\0").as_ptr().cast()) };
+                    $name.store(p as usize, Ordering::Release);
+                }
+            )*
+        }
+
+        /// Calls into the real functions, one per interposed entry point.
+        pub mod call {
+            use super::*;
+            $(
+                #[inline(always)]
+                #[allow(clippy::missing_safety_doc)]
+                pub unsafe extern $abi fn $name($($arg: $ty),*) -> $ret {
+                    let p = super::$name.load(Ordering::Acquire);
+                    if p == 0 {
+                        return $fb;
+                    }
+                    let f: unsafe extern $abi fn($($ty),*) -> $ret = std::mem::transmute(p);
+                    f($($arg),*)
+                }
+            )*
+        }
+    };
+}
+
+unsafe fn lazy_new(sym: &[u8], n: usize) -> P {
+    // A C++ library arrived after start-up (dlopen): look the operators up now.
+    resolve_all();
+    let p = libc::dlsym(libc::RTLD_NEXT, sym.as_ptr().cast());
+    if p.is_null() {
+        return fallback::malloc(n);
+    }
+    let f: unsafe extern "C-unwind" fn(usize) -> P = std::mem::transmute(p);
+    f(n)
+}
+
+real_fns! {
+    malloc = "malloc": fn(n: usize) -> P, abi "C", else fallback::malloc(n);
+    calloc = "calloc": fn(n: usize, m: usize) -> P, abi "C", else fallback::calloc(n, m);
+    realloc = "realloc": fn(p: P, n: usize) -> P, abi "C", else fallback::realloc(p, n);
+    free = "free": fn(p: P) -> (), abi "C", else fallback::free(p);
+    memalign = "memalign": fn(a: usize, n: usize) -> P, abi "C", else fallback::memalign(a, n);
+    posix_memalign = "posix_memalign": fn(out: *mut P, a: usize, n: usize) -> i32, abi "C", else posix_memalign_fallback(out, a, n);
+    aligned_alloc = "aligned_alloc": fn(a: usize, n: usize) -> P, abi "C", else fallback::memalign(a, n);
+    valloc = "valloc": fn(n: usize) -> P, abi "C", else fallback::memalign(page_size(), n);
+    pvalloc = "pvalloc": fn(n: usize) -> P, abi "C", else fallback::memalign(page_size(), n.next_multiple_of(page_size()));
+    new = "_Znwm": fn(n: usize) -> P, abi "C-unwind", else lazy_new(b"_Znwm\0", n);
+    new_array = "_Znam": fn(n: usize) -> P, abi "C-unwind", else lazy_new(b"_Znam\0", n);
+    new_nothrow = "_ZnwmRKSt9nothrow_t": fn(n: usize, t: P) -> P, abi "C-unwind", else fallback::malloc(n);
+    new_array_nothrow = "_ZnamRKSt9nothrow_t": fn(n: usize, t: P) -> P, abi "C-unwind", else fallback::malloc(n);
+    new_aligned = "_ZnwmSt11align_val_t": fn(n: usize, a: usize) -> P, abi "C-unwind", else fallback::memalign(a, n);
+    new_array_aligned = "_ZnamSt11align_val_t": fn(n: usize, a: usize) -> P, abi "C-unwind", else fallback::memalign(a, n);
+    new_aligned_nothrow = "_ZnwmSt11align_val_tRKSt9nothrow_t": fn(n: usize, a: usize, t: P) -> P, abi "C-unwind", else fallback::memalign(a, n);
+    new_array_aligned_nothrow = "_ZnamSt11align_val_tRKSt9nothrow_t": fn(n: usize, a: usize, t: P) -> P, abi "C-unwind", else fallback::memalign(a, n);
+    delete = "_ZdlPv": fn(p: P) -> (), abi "C", else fallback::free(p);
+    delete_array = "_ZdaPv": fn(p: P) -> (), abi "C", else fallback::free(p);
+    delete_sized = "_ZdlPvm": fn(p: P, n: usize) -> (), abi "C", else fallback::free(p);
+    delete_array_sized = "_ZdaPvm": fn(p: P, n: usize) -> (), abi "C", else fallback::free(p);
+    delete_aligned = "_ZdlPvSt11align_val_t": fn(p: P, a: usize) -> (), abi "C", else fallback::free(p);
+    delete_array_aligned = "_ZdaPvSt11align_val_t": fn(p: P, a: usize) -> (), abi "C", else fallback::free(p);
+    delete_sized_aligned = "_ZdlPvmSt11align_val_t": fn(p: P, n: usize, a: usize) -> (), abi "C", else fallback::free(p);
+    delete_array_sized_aligned = "_ZdaPvmSt11align_val_t": fn(p: P, n: usize, a: usize) -> (), abi "C", else fallback::free(p);
+    delete_nothrow = "_ZdlPvRKSt9nothrow_t": fn(p: P, t: P) -> (), abi "C", else fallback::free(p);
+    delete_array_nothrow = "_ZdaPvRKSt9nothrow_t": fn(p: P, t: P) -> (), abi "C", else fallback::free(p);
+    delete_aligned_nothrow = "_ZdlPvSt11align_val_tRKSt9nothrow_t": fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
+    delete_array_aligned_nothrow = "_ZdaPvSt11align_val_tRKSt9nothrow_t": fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
+    exit_ = "_exit": fn(status: i32) -> (), abi "C", else { libc::syscall(libc::SYS_exit_group, status as libc::c_long); };
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+unsafe fn posix_memalign_fallback(out: *mut P, a: usize, n: usize) -> i32 {
+    if !a.is_power_of_two() || a % std::mem::size_of::<P>() != 0 {
+        return libc::EINVAL;
+    }
+    let p = fallback::memalign(a, n);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    *out = p;
+    0
+}

@@ -1,0 +1,86 @@
+//! Turning one intercepted call into one event: stack capture, interning, encoding. Runs with
+//! the guard held; a panic here disables the monitor instead of crossing into the program.
+
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use heaplens_trace::Op;
+
+use crate::thread::ThreadState;
+use crate::{modules, output, procinfo, thread, unwind};
+
+/// Captures the caller's stack and returns its trie node.
+#[inline(always)]
+fn stack_id(t: &mut ThreadState) -> u32 {
+    let (mut n, unknown) = unwind::capture(&mut t.frames, &mut t.unwind, &t.stack);
+    if unknown && modules_changed() {
+        n = unwind::capture(&mut t.frames, &mut t.unwind, &t.stack).0;
+    }
+    t.stacks.intern(&t.frames[..n])
+}
+
+static LAST_ADDS: AtomicU64 = AtomicU64::new(0);
+
+/// The walk stopped in unknown code: if the loader has mapped something since we last looked
+/// (a dlopen), refresh the module map. Returns whether anything changed.
+#[cold]
+fn modules_changed() -> bool {
+    unsafe extern "C" fn adds(info: *mut libc::dl_phdr_info, _: usize, out: *mut c_void) -> i32 {
+        *(out as *mut u64) = (*info).dlpi_adds;
+        1
+    }
+    let mut now = 0u64;
+    // SAFETY: the callback writes one u64 we own.
+    unsafe { libc::dl_iterate_phdr(Some(adds), (&mut now as *mut u64).cast()) };
+    if LAST_ADDS.swap(now, Ordering::AcqRel) == now {
+        return false;
+    }
+    let changes = modules::refresh(procinfo::now_ns());
+    output::module_changes(&changes);
+    !changes.is_empty()
+}
+
+#[inline(always)]
+fn guarded(f: impl FnOnce()) {
+    if catch_unwind(AssertUnwindSafe(f)).is_err() {
+        crate::disable("internal error while recording");
+    }
+}
+
+/// Records an allocation through `op` that returned `p` (null when it failed) for `size` bytes.
+#[inline(always)]
+pub fn alloc(op: Op, p: *mut c_void, size: usize) {
+    guarded(|| {
+        let Some(t) = thread::current() else { return };
+        // SAFETY: p came from the allocator (or is null, which is not passed on).
+        let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
+        let stack = stack_id(t);
+        let ts = procinfo::now_ns();
+        t.push(|b, pos, e| e.alloc(b, pos, op, ts, p as u64, size as u64, usable as u64, stack));
+    });
+}
+
+/// Records a reallocation of `old` to `p` for `size` bytes.
+#[inline(always)]
+pub fn realloc(op: Op, old: *mut c_void, p: *mut c_void, size: usize) {
+    guarded(|| {
+        let Some(t) = thread::current() else { return };
+        // SAFETY: as in `alloc`.
+        let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
+        let stack = stack_id(t);
+        let ts = procinfo::now_ns();
+        t.push(|b, pos, e| e.realloc(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64, stack));
+    });
+}
+
+/// Records the release of `p` (before the real deallocation runs, so the event precedes any
+/// reuse of the address).
+#[inline(always)]
+pub fn dealloc(op: Op, p: *mut c_void) {
+    guarded(|| {
+        let Some(t) = thread::current() else { return };
+        let ts = procinfo::now_ns();
+        t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64));
+    });
+}

@@ -1,0 +1,167 @@
+//! Per-thread recording state: the event buffer, the unwind cache and the stack cache. Only its
+//! own thread writes events into it; the writer thread (and exit or fork) may swap a filled
+//! buffer out under the state's spin lock, which its owner finds free but for those rare moments.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use heaplens_trace::event::MAX_EVENT_LEN;
+use heaplens_trace::EventEncoder;
+
+use crate::intern::StackCache;
+use crate::{output, procinfo, tls, unwind};
+
+/// Bytes of events a thread collects before handing them to the writer.
+pub const BUFFER_BYTES: usize = 128 << 10;
+
+/// One thread's recording state.
+pub struct ThreadState {
+    lock: AtomicBool,
+    /// Kernel thread id.
+    pub tid: u32,
+    buf: Box<[u8]>,
+    pos: usize,
+    header: usize,
+    enc: EventEncoder,
+    /// Stack hash → trie node.
+    pub stacks: StackCache,
+    /// framehop's unwind-rule cache.
+    pub unwind: Box<unwind::Cache>,
+    /// Scratch space for one captured stack.
+    pub frames: Box<[u64]>,
+    /// This thread's stack, bounding the unwinder's reads.
+    pub stack: Range<u64>,
+}
+
+/// Every live thread's state, so exit, fork and the writer can reach their buffers.
+pub static REGISTRY: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+impl ThreadState {
+    fn new(max_frames: usize, stack: Range<u64>) -> Self {
+        let mut s = Self {
+            lock: AtomicBool::new(false),
+            tid: procinfo::gettid(),
+            buf: output::take_buffer(),
+            pos: 0,
+            header: 0,
+            enc: EventEncoder::default(),
+            stacks: StackCache::new(),
+            unwind: Box::default(),
+            frames: vec![0u64; max_frames.max(1)].into_boxed_slice(),
+            stack,
+        };
+        s.begin();
+        s
+    }
+
+    fn begin(&mut self) {
+        self.pos = 0;
+        self.enc.begin(&mut self.buf, &mut self.pos, self.tid);
+        self.header = self.pos;
+    }
+
+    fn has_events(&self) -> bool {
+        self.pos > self.header
+    }
+
+    /// Hands the filled buffer to the writer and starts a new one. Caller holds the lock.
+    fn rotate(&mut self) {
+        if self.has_events() {
+            let full = std::mem::replace(&mut self.buf, output::take_buffer());
+            output::submit(full, self.pos);
+        }
+        self.begin();
+    }
+
+    /// Appends one event through `encode`, which gets the buffer, the position and the encoder.
+    #[inline(always)]
+    pub fn push(&mut self, encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder)) {
+        self.acquire();
+        if self.pos + MAX_EVENT_LEN > self.buf.len() {
+            self.rotate();
+        }
+        encode(&mut self.buf, &mut self.pos, &mut self.enc);
+        self.lock.store(false, Ordering::Release);
+    }
+
+    #[inline(always)]
+    fn acquire(&self) {
+        while self.lock.swap(true, Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Hands over whatever the buffer holds (used by the writer's periodic sweep, exit, fork).
+    pub fn flush(&mut self) {
+        self.acquire();
+        self.rotate();
+        self.lock.store(false, Ordering::Release);
+    }
+
+    /// After fork, in the child: the thread has a new id, and the trie started over.
+    pub fn reset_after_fork(&mut self) {
+        self.tid = procinfo::gettid();
+        self.lock.store(false, Ordering::Release);
+        self.stacks.clear();
+        self.begin();
+    }
+}
+
+static mut KEY: libc::pthread_key_t = 0;
+
+/// Creates the thread-exit hook. Call once, at start-up.
+pub fn init_key() {
+    // SAFETY: called once before any thread state exists.
+    unsafe { libc::pthread_key_create(std::ptr::addr_of_mut!(KEY), Some(on_thread_exit)) };
+}
+
+/// The calling thread's state, created on its first event. `None` once the thread has been
+/// torn down (late frees during thread exit are not recorded).
+#[inline(always)]
+pub fn current() -> Option<&'static mut ThreadState> {
+    let slot = tls::slot();
+    if !slot.thread.is_null() {
+        // SAFETY: set below to a leaked Box that only this thread's exit frees.
+        return Some(unsafe { &mut *(slot.thread as *mut ThreadState) });
+    }
+    if slot.dead != 0 {
+        return None;
+    }
+    create()
+}
+
+#[cold]
+fn create() -> Option<&'static mut ThreadState> {
+    let st = Box::into_raw(Box::new(ThreadState::new(crate::config().max_frames, procinfo::thread_stack())));
+    REGISTRY.lock().ok()?.push(st as usize);
+    tls::slot().thread = st.cast();
+    // SAFETY: KEY was created at start-up; the value is only read back by on_thread_exit.
+    unsafe { libc::pthread_setspecific(KEY, st.cast()) };
+    // SAFETY: freshly leaked, owned by this thread.
+    Some(unsafe { &mut *st })
+}
+
+unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
+    let Some(_g) = tls::Guard::enter() else { return };
+    let st = p as *mut ThreadState;
+    if let Ok(mut r) = REGISTRY.lock() {
+        r.retain(|&x| x != st as usize);
+    }
+    let state = &mut *st;
+    state.flush();
+    output::thread_name(state.tid);
+    let slot = tls::slot();
+    slot.thread = std::ptr::null_mut();
+    slot.dead = 1;
+    drop(Box::from_raw(st));
+}
+
+/// Flushes every registered thread's buffer (the writer's sweep, exit).
+pub fn flush_all() {
+    let Ok(r) = REGISTRY.lock() else { return };
+    for &p in r.iter() {
+        // SAFETY: registered states stay alive until removed under this lock.
+        unsafe { (*(p as *mut ThreadState)).flush() };
+    }
+}

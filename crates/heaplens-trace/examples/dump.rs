@@ -1,0 +1,46 @@
+//! Prints a trace's blocks, for debugging the format: `cargo run -p heaplens-trace --example dump -- FILE [-v]`.
+
+use heaplens_trace::record::EndRecord;
+use heaplens_trace::*;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let verbose = args.iter().any(|a| a == "-v");
+    let mut r = TraceReader::open(std::path::Path::new(&args[1])).expect("open");
+    let (mut events, mut nodes) = (0u64, 0u64);
+    while let Some((kind, p)) = r.next_block().expect("read") {
+        match kind {
+            BlockKind::Process => println!("{:?}", ProcessRecord::decode(&p)),
+            BlockKind::Modules => {
+                for m in ModuleRecord::decode_all(&p).unwrap() {
+                    println!("module loaded={} base={:#x} {} segs={}", m.loaded, m.base, m.path, m.segments.len());
+                }
+            }
+            BlockKind::Stacks => {
+                let n = StackNode::decode_all(&p).unwrap();
+                nodes += n.len() as u64;
+                if verbose {
+                    for s in n {
+                        println!("node {} parent {} {:#x}", s.id, s.parent, s.addr);
+                    }
+                }
+            }
+            BlockKind::Events => {
+                let d = EventDecoder::new(&p).unwrap();
+                let tid = d.tid();
+                let evs: Vec<_> = d.collect();
+                println!("events tid={tid} n={} bytes={}", evs.len(), p.len());
+                events += evs.len() as u64;
+                if verbose {
+                    for e in evs {
+                        println!("  {:?}", e);
+                    }
+                }
+            }
+            BlockKind::ThreadName => println!("{:?}", ThreadName::decode(&p)),
+            BlockKind::Exit => println!("{:?}", ExitRecord::decode(&p)),
+            BlockKind::End => println!("{:?}", EndRecord::decode(&p)),
+        }
+    }
+    println!("total events={events} stack nodes={nodes} status={:?}", r.status());
+}
