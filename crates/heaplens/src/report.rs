@@ -1,6 +1,51 @@
-//! `heaplens report`. (Being written.)
-use crate::ReportArgs;
+//! `heaplens report`: load a trace, analyse it, print the summary and mprof's tables as text or
+//! as one JSON document.
 
-pub fn execute(_a: &ReportArgs) -> anyhow::Result<()> {
-    anyhow::bail!("report is not built yet")
+use std::io::{self, IsTerminal, Write};
+
+use anyhow::Context;
+use heaplens_analysis::render_text::{self, TextOptions};
+use heaplens_analysis::{analyze_file, Options, Report};
+
+use crate::{Format, ReportArgs};
+
+/// Runs `heaplens report`. Errors (unreadable file, not a trace) come back as one line; a
+/// damaged trace is reported as far as it reads, with a warning on stderr.
+pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
+    let opts = Options { leak_depth: a.leak_depth.max(1), call_sites: a.call_sites, progress: io::stderr().is_terminal() };
+    let report = analyze_file(&a.trace, &opts)?;
+    warn_if_damaged(&report);
+    let out = match a.format {
+        Format::Text => {
+            let only = a.leaks || a.bins || a.direct || a.call_graph;
+            let t = TextOptions {
+                summary: !only,
+                leaks: !only || a.leaks,
+                bins: !only || a.bins,
+                direct: !only || a.direct,
+                call_graph: !only || a.call_graph,
+                top: a.top,
+                leak_depth: opts.leak_depth,
+            };
+            render_text::render(&report, &t)
+        }
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&report).context("cannot serialize the report")?;
+            s.push('\n');
+            s
+        }
+    };
+    let mut stdout = io::stdout().lock();
+    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+        // `heaplens report t | head` is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("cannot write the report"),
+    }
+}
+
+fn warn_if_damaged(r: &Report) {
+    let t = &r.trace;
+    if t.truncated || t.corrupt_blocks > 0 || t.malformed_blocks > 0 {
+        eprintln!("heaplens: warning: {}: damaged trace, reporting what could be read: {}", t.path, render_text::health(r));
+    }
 }

@@ -1,0 +1,292 @@
+//! Reading a trace file into memory: the process, module and stack records decoded, the event
+//! payloads kept compact (a few bytes an event) and merged across threads on demand.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use heaplens_trace::{
+    BlockKind, EndRecord, Event, EventDecoder, ExitRecord, ModuleRecord, ProcessRecord, ReadError, StackNode,
+    ThreadName, TraceReader,
+};
+
+use crate::progress::Progress;
+
+/// Why a trace could not be loaded at all. Damage after the file header is not an error: it is
+/// recorded in [`Health`] and the trace is analysed as far as it reads.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be opened, is not a heaplens trace, or has another version.
+    #[error("cannot read trace {path}: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: ReadError,
+    },
+    /// An I/O error while reading blocks.
+    #[error("error reading trace {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+}
+
+/// How complete and intact the trace is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Health {
+    /// Blocks read.
+    pub blocks: u64,
+    /// Blocks skipped because their checksum or compression was bad.
+    pub corrupt_blocks: u64,
+    /// Byte offset of the incomplete block the file ends in, if it does.
+    pub truncated_at: Option<u64>,
+    /// Blocks whose checksum was good but whose records did not decode (counted once each;
+    /// records before the damage are kept).
+    pub malformed_blocks: u64,
+    /// Whether the monitor's End block (clean shutdown) was seen.
+    pub end_seen: bool,
+}
+
+/// The call-stack trie: node `id` is the stack of its parent extended by one return address.
+/// Indexed by node id; node 0 is the empty stack.
+#[derive(Debug, Clone, Default)]
+pub struct StackTable {
+    parent: Vec<u32>,
+    addr: Vec<u64>,
+}
+
+/// Marks a node id whose definition was never read (a truncated or damaged trace).
+const UNDEFINED: u32 = u32::MAX;
+
+impl StackTable {
+    /// Adds (or redefines) a node.
+    pub fn insert(&mut self, n: StackNode) {
+        let i = n.id as usize;
+        if i >= self.parent.len() {
+            self.parent.resize(i + 1, UNDEFINED);
+            self.addr.resize(i + 1, 0);
+        }
+        self.parent[i] = n.parent;
+        self.addr[i] = n.addr;
+    }
+
+    /// Number of node slots (highest defined id + 1).
+    pub fn len(&self) -> usize {
+        self.parent.len()
+    }
+
+    /// True when no node is defined.
+    pub fn is_empty(&self) -> bool {
+        self.parent.len() <= 1
+    }
+
+    /// `(parent, return address)` of node `id`, or `None` for node 0 and undefined nodes.
+    pub fn get(&self, id: u32) -> Option<(u32, u64)> {
+        let i = id as usize;
+        if id == 0 || i >= self.parent.len() || self.parent[i] == UNDEFINED {
+            return None;
+        }
+        Some((self.parent[i], self.addr[i]))
+    }
+
+    /// Walks stack `id` from the innermost frame (the direct caller of the allocator) out to
+    /// the root, yielding return addresses. The walk stops early at an undefined node; parents
+    /// always have smaller ids than children, so it terminates.
+    pub fn walk(&self, id: u32) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let mut cur = id;
+        std::iter::from_fn(move || {
+            let (parent, addr) = self.get(cur)?;
+            let node = cur;
+            cur = parent;
+            Some((node, addr))
+        })
+    }
+
+    /// True when the walk from `id` reaches the root without meeting an undefined node.
+    pub fn is_complete(&self, id: u32) -> bool {
+        let mut cur = id;
+        while cur != 0 {
+            match self.get(cur) {
+                Some((p, _)) => cur = p,
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+/// A whole trace, decoded except for its events, which stay in their compact per-thread
+/// payloads and are merged by timestamp by [`Trace::events`].
+#[derive(Debug, Default)]
+pub struct Trace {
+    /// The file it came from (empty for in-memory traces).
+    pub path: PathBuf,
+    /// Who was profiled; `None` if the Process block was lost.
+    pub process: Option<ProcessRecord>,
+    /// Module loads and unloads in file order.
+    pub modules: Vec<ModuleRecord>,
+    /// The call-stack trie.
+    pub stacks: StackTable,
+    /// Thread names in file order.
+    pub thread_names: Vec<ThreadName>,
+    /// How the process ended, appended by `heaplens run`.
+    pub exit: Option<ExitRecord>,
+    /// The monitor's shutdown counters, when it shut down cleanly.
+    pub end: Option<EndRecord>,
+    /// Damage and completeness.
+    pub health: Health,
+    /// Events decoded at load time (their total; failed decodes are not counted).
+    pub event_count: u64,
+    /// Event payloads grouped by thread, each thread's in file order (= time order).
+    threads: Vec<(u32, Vec<Vec<u8>>)>,
+}
+
+impl Trace {
+    /// Loads the trace at `path`, showing a progress bar on stderr when `progress` is true and
+    /// stderr is a terminal.
+    ///
+    /// # Errors
+    /// [`LoadError`] when the file cannot be opened or is not a heaplens trace.
+    pub fn load(path: &Path, progress: bool) -> Result<Trace, LoadError> {
+        let reader = TraceReader::open(path).map_err(|source| LoadError::Open { path: path.into(), source })?;
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let bar = Progress::bytes(progress, size, "reading trace");
+        let mut t = Self::read_blocks(reader, Some(&bar)).map_err(|source| LoadError::Io { path: path.into(), source })?;
+        bar.finish();
+        t.path = path.into();
+        Ok(t)
+    }
+
+    /// Loads a trace from any reader (for tests and pipes).
+    ///
+    /// # Errors
+    /// [`LoadError`] when the input is not a heaplens trace or cannot be read.
+    pub fn from_reader<R: Read>(input: R) -> Result<Trace, LoadError> {
+        let reader = TraceReader::new(input).map_err(|source| LoadError::Open { path: PathBuf::new(), source })?;
+        Self::read_blocks(reader, None).map_err(|source| LoadError::Io { path: PathBuf::new(), source })
+    }
+
+    fn read_blocks<R: Read>(mut reader: TraceReader<R>, bar: Option<&Progress>) -> std::io::Result<Trace> {
+        let mut t = Trace::default();
+        let mut thread_index: HashMap<u32, usize> = HashMap::new();
+        while let Some((kind, payload)) = reader.next_block()? {
+            if let Some(bar) = bar {
+                bar.set(reader.status().offset);
+            }
+            let ok = match kind {
+                BlockKind::Process => ProcessRecord::decode(&payload).map(|p| t.process = Some(p)).is_ok(),
+                BlockKind::Modules => ModuleRecord::decode_all(&payload).map(|m| t.modules.extend(m)).is_ok(),
+                BlockKind::Stacks => match StackNode::decode_all(&payload) {
+                    Ok(nodes) => {
+                        nodes.into_iter().for_each(|n| t.stacks.insert(n));
+                        true
+                    }
+                    Err(_) => false,
+                },
+                BlockKind::ThreadName => ThreadName::decode(&payload).map(|n| t.thread_names.push(n)).is_ok(),
+                BlockKind::Exit => ExitRecord::decode(&payload).map(|e| t.exit = Some(e)).is_ok(),
+                BlockKind::End => {
+                    t.health.end_seen = true;
+                    EndRecord::decode(&payload).map(|e| t.end = Some(e)).is_ok()
+                }
+                BlockKind::Events => t.add_events(payload, &mut thread_index),
+            };
+            if !ok {
+                t.health.malformed_blocks += 1;
+            }
+        }
+        let st = reader.status();
+        t.health.blocks = st.blocks;
+        t.health.corrupt_blocks = st.corrupt_blocks;
+        t.health.truncated_at = st.truncated_at;
+        Ok(t)
+    }
+
+    /// Validates one Events payload and files it under its thread; false when it is damaged
+    /// (the events before the damage are still kept: the merge stops at the same place).
+    fn add_events(&mut self, payload: Vec<u8>, thread_index: &mut HashMap<u32, usize>) -> bool {
+        let Ok(dec) = EventDecoder::new(&payload) else { return false };
+        let tid = dec.tid();
+        let mut ok = true;
+        for e in dec {
+            match e {
+                Ok(_) => self.event_count += 1,
+                Err(_) => ok = false,
+            }
+        }
+        let i = *thread_index.entry(tid).or_insert_with(|| {
+            self.threads.push((tid, Vec::new()));
+            self.threads.len() - 1
+        });
+        self.threads[i].1.push(payload);
+        ok
+    }
+
+    /// Thread ids that have events, in order of first appearance in the file.
+    pub fn thread_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.threads.iter().map(|(tid, _)| *tid)
+    }
+
+    /// All events of all threads merged by timestamp. Ties keep file order of the threads'
+    /// first blocks; each thread's own order is always kept.
+    pub fn events(&self) -> MergedEvents<'_> {
+        let mut streams: Vec<ThreadStream<'_>> =
+            self.threads.iter().map(|(_, blocks)| ThreadStream { blocks, next_block: 0, dec: None }).collect();
+        let mut heads = Vec::with_capacity(streams.len());
+        let mut heap = BinaryHeap::with_capacity(streams.len());
+        for (i, s) in streams.iter_mut().enumerate() {
+            let head = s.advance();
+            if let Some(e) = &head {
+                heap.push(Reverse((e.ts, i)));
+            }
+            heads.push(head);
+        }
+        MergedEvents { streams, heads, heap }
+    }
+}
+
+struct ThreadStream<'a> {
+    blocks: &'a [Vec<u8>],
+    next_block: usize,
+    dec: Option<EventDecoder<'a>>,
+}
+
+impl<'a> ThreadStream<'a> {
+    fn advance(&mut self) -> Option<Event> {
+        loop {
+            if let Some(Some(Ok(e))) = self.dec.as_mut().map(Iterator::next) {
+                return Some(e);
+            }
+            // The current block ended (or was damaged, already counted at load): next block.
+            let payload = self.blocks.get(self.next_block)?;
+            self.next_block += 1;
+            self.dec = EventDecoder::new(payload).ok();
+        }
+    }
+}
+
+/// Iterator over every event of a [`Trace`] in timestamp order (a k-way merge of the threads).
+pub struct MergedEvents<'a> {
+    streams: Vec<ThreadStream<'a>>,
+    heads: Vec<Option<Event>>,
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+}
+
+impl Iterator for MergedEvents<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        let Reverse((_, i)) = self.heap.pop()?;
+        let out = self.heads[i].take();
+        let next = self.streams[i].advance();
+        if let Some(e) = &next {
+            self.heap.push(Reverse((e.ts, i)));
+        }
+        self.heads[i] = next;
+        out
+    }
+}

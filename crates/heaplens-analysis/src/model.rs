@@ -1,0 +1,274 @@
+//! The report: plain data, serialized as the JSON document of `heaplens report --format json`
+//! and rendered as text by [`crate::render_text`]. All byte counts are requested sizes in bytes;
+//! all times are nanoseconds; percentages are 0..=100.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Everything `heaplens report` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The trace file and its condition.
+    pub trace: TraceInfo,
+    /// The profiled process.
+    pub process: ProcessInfo,
+    /// Totals.
+    pub summary: Summary,
+    /// mprof's memory leak table, largest first.
+    pub leaks: Vec<LeakRow>,
+    /// mprof's allocation bin table.
+    pub bins: BinTable,
+    /// mprof's direct allocation table.
+    pub direct: DirectTable,
+    /// mprof's allocation call graph, largest inclusive bytes first; `index` is the position.
+    pub call_graph: Vec<CallGraphEntry>,
+}
+
+/// The trace file and its condition.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceInfo {
+    /// Path as given.
+    pub path: String,
+    /// The file ends inside a block (the process or copy was cut short).
+    pub truncated: bool,
+    /// Byte offset of the incomplete block, when truncated.
+    pub truncated_at: Option<u64>,
+    /// Blocks skipped for a bad checksum or compression.
+    pub corrupt_blocks: u64,
+    /// Blocks that passed their checksum but whose records did not decode.
+    pub malformed_blocks: u64,
+    /// The monitor's End block was seen: it shut down cleanly.
+    pub complete: bool,
+    /// Events the monitor reported lost (from the End block).
+    pub dropped_events: Option<u64>,
+    /// Events read.
+    pub events: u64,
+    /// Allocation stacks whose trie nodes were missing (paths lack their outer frames).
+    pub incomplete_stacks: u64,
+}
+
+/// The profiled process.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessInfo {
+    /// Process id (`null` when the Process block was lost).
+    pub pid: Option<u32>,
+    /// Executable path.
+    pub exe: String,
+    /// Command line.
+    pub argv: Vec<String>,
+    /// Exit status, when it exited.
+    pub exit_code: Option<i32>,
+    /// Terminating signal, when a signal killed it.
+    pub exit_signal: Option<i32>,
+    /// Thread names by thread id.
+    pub thread_names: BTreeMap<u32, String>,
+}
+
+/// Totals over the whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Calls per allocating entry point label (`malloc`, `operator new`, `realloc`, ...),
+    /// failed calls included.
+    pub calls_by_kind: BTreeMap<String, u64>,
+    /// Calls per releasing entry point label (`free`, `operator delete`, ...).
+    pub frees_by_kind: BTreeMap<String, u64>,
+    /// Successful allocations (a successful realloc is one).
+    pub allocations: u64,
+    /// Releases of tracked blocks. `allocations - deallocations == leaked_objects`.
+    pub deallocations: u64,
+    /// Releases of addresses that were not live (allocated before tracking, or untracked).
+    pub unmatched_frees: u64,
+    /// Releases of NULL (no-ops).
+    pub null_frees: u64,
+    /// Allocations that returned an address still live (its release was never seen; counted
+    /// as a deallocation).
+    pub overwritten_allocations: u64,
+    /// Allocations that returned NULL.
+    pub failed_allocations: u64,
+    /// Bytes requested by successful allocations.
+    pub bytes_allocated: u64,
+    /// Highest live bytes.
+    pub peak_bytes: u64,
+    /// Live blocks at the peak.
+    pub peak_objects: u64,
+    /// When the peak was reached, ns since the process started.
+    pub peak_time_ns: u64,
+    /// Bytes live at the end.
+    pub leaked_bytes: u64,
+    /// Blocks live at the end.
+    pub leaked_objects: u64,
+    /// Allocations freed by their thread's very next event.
+    pub temporary_allocations: u64,
+    /// From process start to exit (or the last record), ns.
+    pub runtime_ns: u64,
+    /// Threads that allocated or freed.
+    pub threads: u64,
+}
+
+/// One row of the memory leak table: blocks live at exit grouped by partial call path.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeakRow {
+    /// The last frames of the path, outermost first, ending at the direct allocator.
+    pub path: Vec<String>,
+    /// The full path was longer than shown.
+    pub cut: bool,
+    /// Blocks live at exit.
+    pub allocs: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Share of all leaked bytes.
+    pub percent: f64,
+}
+
+/// Four numbers, one per mprof size class: s (0-32 bytes), m (33-256), l (257-2048), x (more).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ByClass<T> {
+    /// Small: 0..=32 bytes.
+    pub s: T,
+    /// Medium: 33..=256 bytes.
+    pub m: T,
+    /// Large: 257..=2048 bytes.
+    pub l: T,
+    /// Extra large: more than 2048 bytes.
+    pub x: T,
+}
+
+impl<T: Copy> ByClass<T> {
+    /// From an array indexed by class.
+    pub fn from_array(a: [T; 4]) -> Self {
+        Self { s: a[0], m: a[1], l: a[2], x: a[3] }
+    }
+
+    /// As an array indexed by class.
+    pub fn to_array(self) -> [T; 4] {
+        [self.s, self.m, self.l, self.x]
+    }
+}
+
+/// One row of the allocation bin table.
+#[derive(Debug, Clone, Serialize)]
+pub struct BinRow {
+    /// The exact requested size, or `null` for the bin of sizes above 1024.
+    pub size: Option<u64>,
+    /// Allocations of this size.
+    pub allocs: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Share of all bytes allocated.
+    pub bytes_percent: f64,
+    /// Releases of blocks of this size.
+    pub frees: u64,
+    /// Bytes of this size never released.
+    pub kept_bytes: u64,
+    /// Share of all bytes never released.
+    pub kept_percent: f64,
+}
+
+/// Totals of the bin table.
+#[derive(Debug, Clone, Serialize)]
+pub struct BinTotal {
+    /// All allocations.
+    pub allocs: u64,
+    /// All bytes.
+    pub bytes: u64,
+    /// All releases.
+    pub frees: u64,
+    /// All bytes never released.
+    pub kept_bytes: u64,
+}
+
+/// The allocation bin table: sizes that occur in increasing order, then the `> 1024` bin.
+#[derive(Debug, Clone, Serialize)]
+pub struct BinTable {
+    /// Rows; the `> 1024` bin is always last.
+    pub rows: Vec<BinRow>,
+    /// Totals.
+    pub total: BinTotal,
+}
+
+/// One row of the direct allocation table: a function that called the allocator itself.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirectRow {
+    /// Function name (`<TOTAL>` in the total row).
+    pub function: String,
+    /// Module basename.
+    pub module: Option<String>,
+    /// Bytes it allocated.
+    pub bytes: u64,
+    /// Share of all bytes allocated.
+    pub percent: f64,
+    /// `bytes` by size class.
+    pub bytes_by_class: ByClass<u64>,
+    /// `bytes_by_class` as shares of all bytes allocated (mprof's `% mem(size)`).
+    pub percent_by_class: ByClass<f64>,
+    /// Bytes it allocated that were never released.
+    pub kept_bytes: u64,
+    /// `kept_bytes` by size class.
+    pub kept_by_class: ByClass<u64>,
+    /// `kept_by_class` as shares of all kept bytes (mprof's `% all kept`).
+    pub kept_percent_by_class: ByClass<f64>,
+    /// Allocations it made.
+    pub calls: u64,
+}
+
+/// The direct allocation table.
+#[derive(Debug, Clone, Serialize)]
+pub struct DirectTable {
+    /// Functions, most bytes first.
+    pub rows: Vec<DirectRow>,
+    /// Totals over all functions.
+    pub total: DirectRow,
+}
+
+/// A caller or callee line of a call-graph entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallGraphEdge {
+    /// The other entry's name.
+    pub name: String,
+    /// The other entry's index.
+    pub index: usize,
+    /// Bytes allocated through this edge (by the callee and its descendants).
+    pub bytes: u64,
+    /// Of these, bytes the callee allocated itself.
+    pub self_bytes: u64,
+    /// `bytes` by size class.
+    pub bytes_by_class: ByClass<u64>,
+    /// Allocations that went through this edge.
+    pub calls: u64,
+    /// All allocations that went through the callee (gprof's called/total: for callers, the
+    /// entry's `calls`; for callees, the callee's).
+    pub total_calls: u64,
+}
+
+/// One entry of the allocation call graph: a function, or a cycle of mutually recursive
+/// functions merged into one node.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallGraphEntry {
+    /// Position in `call_graph`.
+    pub index: usize,
+    /// Function name, or `<cycle N>`.
+    pub name: String,
+    /// Module of a single function.
+    pub module: Option<String>,
+    /// The functions merged into this entry (one for a plain function).
+    pub members: Vec<String>,
+    /// A strongly connected component of more than one function, or a self-recursive one.
+    pub is_cycle: bool,
+    /// Bytes the entry allocated directly.
+    pub self_bytes: u64,
+    /// `self_bytes` by size class.
+    pub self_by_class: ByClass<u64>,
+    /// Bytes allocated with the entry on the call path (each allocation counted once).
+    pub inclusive_bytes: u64,
+    /// `inclusive_bytes` as a share of all bytes allocated.
+    pub inclusive_percent: f64,
+    /// Allocations with the entry on the call path (each counted once).
+    pub calls: u64,
+    /// Extra frames of the entry in those paths (recursion; gprof's `+recur`).
+    pub recursive_calls: u64,
+    /// Callers, most bytes first.
+    pub callers: Vec<CallGraphEdge>,
+    /// Callees, most bytes first.
+    pub callees: Vec<CallGraphEdge>,
+}

@@ -1,0 +1,276 @@
+//! From stack ids to call paths of interned functions and call sites: every unique return
+//! address is symbolized once, inlined frames are expanded, and runtime frames that say nothing
+//! about the program (`_start`, `__libc_start_main`, `start_thread`, allocator shims) are cut.
+
+use std::collections::HashMap;
+
+use crate::load::StackTable;
+use crate::progress::Progress;
+use crate::symbolize::{Frame, Symbolizer};
+
+/// Index into [`FrameTable::functions`].
+pub type FunctionId = u32;
+/// Index into [`FrameTable::sites`].
+pub type SiteId = u32;
+
+/// Frames between the kernel's entry point and `main`, or at the root of a thread: dropped from
+/// the outer end of every path. Names ending in `*` match as prefixes.
+pub const RUNTIME_FRAMES: &[&str] = &[
+    "_start",
+    "__libc_start_main*",
+    "__libc_start_call_main",
+    "start_thread",
+    "clone",
+    "clone3",
+    "__clone",
+    "__clone3",
+    "__clone_internal",
+];
+
+/// Allocator shims between the program and `malloc` (Rust's global-allocator glue): dropped
+/// from the inner end of a path so that the direct allocator is the code that asked for memory.
+pub const ALLOCATOR_FRAMES: &[&str] = &[
+    "__rust_alloc*",
+    "__rust_realloc",
+    "__rdl_*",
+    "__rg_*",
+    "alloc::alloc::alloc",
+    "alloc::alloc::alloc_zeroed",
+    "alloc::alloc::realloc",
+    "alloc::alloc::Global::alloc_impl",
+    "alloc::alloc::Global::grow_impl",
+    "<alloc::alloc::Global as core::alloc::Allocator>::*",
+    "<std::alloc::System as core::alloc::global::GlobalAlloc>::*",
+    "std::sys::alloc::*",
+    "std::sys::pal::unix::alloc::*",
+];
+
+fn matches(name: &str, patterns: &[&str]) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == *p,
+    })
+}
+
+/// A function: its display name and module. Functions are told apart by both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionInfo {
+    /// Demangled name, or `module+0xOFFSET` / `0xADDR` when symbolization failed.
+    pub name: String,
+    /// Module basename, when known.
+    pub module: Option<String>,
+}
+
+/// A call site: a place in a function (`function@file:line`, or `function+0xoffset` without
+/// line info).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteInfo {
+    /// The function holding the site.
+    pub function: FunctionId,
+    /// Display label.
+    pub label: String,
+}
+
+/// Interned functions and call sites.
+#[derive(Debug, Default)]
+pub struct FrameTable {
+    /// All functions seen.
+    pub functions: Vec<FunctionInfo>,
+    /// All call sites seen.
+    pub sites: Vec<SiteInfo>,
+    fn_map: HashMap<(String, Option<String>), FunctionId>,
+    site_map: HashMap<(FunctionId, String), SiteId>,
+}
+
+impl FrameTable {
+    /// The function of a site.
+    pub fn function_of(&self, site: SiteId) -> FunctionId {
+        self.sites[site as usize].function
+    }
+
+    /// The name of a function.
+    pub fn name(&self, f: FunctionId) -> &str {
+        &self.functions[f as usize].name
+    }
+
+    fn intern(&mut self, ret_addr: u64, f: &Frame) -> SiteId {
+        let name = match (&f.function, &f.module) {
+            (Some(n), _) => n.clone(),
+            (None, Some(m)) => format!("{m}+0x{:x}", f.module_offset),
+            (None, None) => format!("0x{ret_addr:x}"),
+        };
+        let label = match (&f.file, f.line, f.symbol_offset) {
+            (Some(file), Some(line), _) => {
+                let base = file.rsplit('/').next().unwrap_or(file);
+                format!("{name}@{base}:{line}")
+            }
+            (_, _, Some(off)) if f.function.is_some() => format!("{name}+0x{off:x}"),
+            _ => name.clone(),
+        };
+        let key = (name, f.module.clone());
+        let function = match self.fn_map.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = self.functions.len() as FunctionId;
+                self.functions.push(FunctionInfo { name: key.0.clone(), module: key.1.clone() });
+                self.fn_map.insert(key, id);
+                id
+            }
+        };
+        *self.site_map.entry((function, label)).or_insert_with_key(|(function, label)| {
+            self.sites.push(SiteInfo { function: *function, label: label.clone() });
+            (self.sites.len() - 1) as SiteId
+        })
+    }
+}
+
+/// The call path of each stack, as call sites innermost (the direct allocator) first.
+#[derive(Debug, Default)]
+pub struct Paths {
+    ranges: Vec<(u32, u32)>,
+    arena: Vec<SiteId>,
+    /// Stacks whose trie walk met an undefined node (their paths lack outer frames).
+    pub incomplete: u64,
+}
+
+impl Paths {
+    /// The path of the `i`th stack passed to [`resolve`], innermost first.
+    pub fn get(&self, i: usize) -> &[SiteId] {
+        let (s, n) = self.ranges[i];
+        &self.arena[s as usize..(s + n) as usize]
+    }
+
+    /// Number of paths.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+}
+
+/// Symbolizes the stacks `ids` (trie node ids) and returns their paths in the same order.
+pub fn resolve(stacks: &StackTable, ids: &[u32], sym: &mut dyn Symbolizer, progress: bool) -> (FrameTable, Paths) {
+    // 1. Unique return addresses, visiting each trie node once (stacks share prefixes).
+    let mut visited = vec![false; stacks.len()];
+    let mut addrs: Vec<u64> = Vec::new();
+    for &id in ids {
+        for (node, addr) in stacks.walk(id) {
+            if std::mem::replace(&mut visited[node as usize], true) {
+                break;
+            }
+            addrs.push(addr);
+        }
+    }
+    drop(visited);
+    addrs.sort_unstable();
+    addrs.dedup();
+
+    // 2. Symbolize each address once; in address order, so each module's debug info is read in
+    //    one sweep.
+    let mut table = FrameTable::default();
+    let mut addr_sites: HashMap<u64, (u32, u32)> = HashMap::with_capacity(addrs.len());
+    let mut site_arena: Vec<SiteId> = Vec::new();
+    let mut frames = Vec::new();
+    let bar = Progress::items(progress && addrs.len() > 1000, addrs.len() as u64, "symbolizing");
+    for &a in &addrs {
+        frames.clear();
+        sym.symbolize(a, &mut frames);
+        if frames.is_empty() {
+            frames.push(Frame::default());
+        }
+        let start = site_arena.len() as u32;
+        for f in &frames {
+            let s = table.intern(a, f);
+            site_arena.push(s);
+        }
+        addr_sites.insert(a, (start, frames.len() as u32));
+        bar.inc(1);
+    }
+    bar.finish();
+
+    // 3. Paths, trimmed.
+    let mut paths = Paths::default();
+    let mut buf: Vec<SiteId> = Vec::new();
+    for &id in ids {
+        buf.clear();
+        for (_, addr) in stacks.walk(id) {
+            let (s, n) = addr_sites[&addr];
+            buf.extend_from_slice(&site_arena[s as usize..(s + n) as usize]);
+        }
+        if !stacks.is_complete(id) {
+            paths.incomplete += 1;
+        }
+        let kept = trim(&table, &buf);
+        let start = paths.arena.len() as u32;
+        paths.arena.extend_from_slice(kept);
+        paths.ranges.push((start, kept.len() as u32));
+    }
+    (table, paths)
+}
+
+/// Cuts a path (innermost first) to the program's own frames: everything outside `main` (when
+/// `main` is present), runtime roots, and allocator shims and monitor frames at the inner end.
+fn trim<'a>(t: &FrameTable, path: &'a [SiteId]) -> &'a [SiteId] {
+    let func = |s: SiteId| &t.functions[t.function_of(s) as usize];
+    let mut end = path.len();
+    if let Some(i) = path.iter().rposition(|&s| func(s).name == "main") {
+        end = i + 1;
+    }
+    while end > 0 && matches(&func(path[end - 1]).name, RUNTIME_FRAMES) {
+        end -= 1;
+    }
+    let mut start = 0;
+    while end - start > 1 {
+        let f = func(path[start]);
+        let monitor = f.module.as_deref().is_some_and(|m| m.starts_with("libheaplens_preload"));
+        if !(monitor || matches(&f.name, ALLOCATOR_FRAMES)) {
+            break;
+        }
+        start += 1;
+    }
+    &path[start..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbolize::MapSymbolizer;
+    use heaplens_trace::StackNode;
+
+    #[test]
+    fn trims_runtime_and_expands_inlines() {
+        let mut st = StackTable::default();
+        // root: _start(0x10) > __libc_start_main_impl(0x20) > main(0x30) > f+inlined g (0x40) > __rdl_alloc(0x50)
+        for (id, addr) in [(1u32, 0x10u64), (2, 0x20), (3, 0x30), (4, 0x40), (5, 0x50)] {
+            st.insert(StackNode { id, parent: id - 1, addr });
+        }
+        let mut sym = MapSymbolizer::new();
+        sym.add(0x10, "_start").add(0x20, "__libc_start_main_impl").add(0x30, "main").add(0x50, "__rdl_alloc");
+        sym.add_frames(
+            0x40,
+            vec![
+                Frame { function: Some("g".into()), file: Some("/src/a.c".into()), line: Some(7), ..Frame::default() },
+                Frame { function: Some("f".into()), file: Some("/src/a.c".into()), line: Some(12), ..Frame::default() },
+            ],
+        );
+        let (t, p) = resolve(&st, &[5, 3], &mut sym, false);
+        let names: Vec<&str> = p.get(0).iter().map(|&s| t.name(t.function_of(s))).collect();
+        assert_eq!(names, ["g", "f", "main"]);
+        let labels: Vec<&str> = p.get(0).iter().map(|&s| t.sites[s as usize].label.as_str()).collect();
+        assert_eq!(labels, ["g@a.c:7", "f@a.c:12", "main"]);
+        assert_eq!(p.get(1).len(), 1);
+        assert_eq!(p.incomplete, 0);
+    }
+
+    #[test]
+    fn unknown_frames_and_undefined_nodes() {
+        let mut st = StackTable::default();
+        st.insert(StackNode { id: 2, parent: 1, addr: 0xabc }); // node 1 never defined
+        let (t, p) = resolve(&st, &[2], &mut MapSymbolizer::new(), false);
+        assert_eq!(t.name(t.function_of(p.get(0)[0])), "0xabc");
+        assert_eq!(p.incomplete, 1);
+    }
+}

@@ -1,0 +1,312 @@
+//! The text rendering of a [`Report`]: aligned tables for people, laid out as mprof laid them
+//! out (percent cells below 1% are left blank, as mprof does, so the eye finds what matters).
+
+use std::fmt::Write;
+
+use heaplens_trace::Op;
+
+use crate::model::{ByClass, CallGraphEdge, Report};
+
+/// Which sections to print and how many rows.
+#[derive(Debug, Clone)]
+pub struct TextOptions {
+    /// The summary block.
+    pub summary: bool,
+    /// The memory leak table.
+    pub leaks: bool,
+    /// The allocation bin table.
+    pub bins: bool,
+    /// The direct allocation table.
+    pub direct: bool,
+    /// The allocation call graph.
+    pub call_graph: bool,
+    /// Rows per table (0 = all).
+    pub top: usize,
+    /// The leak depth the report was built with (for the table's title).
+    pub leak_depth: usize,
+}
+
+impl Default for TextOptions {
+    fn default() -> Self {
+        Self { summary: true, leaks: true, bins: true, direct: true, call_graph: true, top: 20, leak_depth: 5 }
+    }
+}
+
+impl TextOptions {
+    fn limit(&self, n: usize) -> usize {
+        if self.top == 0 {
+            n
+        } else {
+            n.min(self.top)
+        }
+    }
+}
+
+/// Renders the selected sections.
+pub fn render(r: &Report, o: &TextOptions) -> String {
+    let mut out = String::new();
+    let sections: [(bool, fn(&Report, &TextOptions, &mut String)); 5] = [
+        (o.summary, summary),
+        (o.leaks, leaks),
+        (o.bins, bins),
+        (o.direct, direct),
+        (o.call_graph, call_graph),
+    ];
+    for (on, f) in sections {
+        if on {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            f(r, o, &mut out);
+        }
+    }
+    out
+}
+
+/// `1.95 MiB`-style size.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+/// `1.234 s` / `12.3 ms` / `45 µs`-style duration.
+pub fn human_ns(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1} ms", ns as f64 / 1e6),
+        _ => format!("{:.3} s", ns as f64 / 1e9),
+    }
+}
+
+/// mprof's percent cell: a whole percent, blank below 1%.
+fn pcell(p: f64) -> String {
+    if p < 1.0 {
+        "   ".into()
+    } else {
+        format!("{:>3}", p.round().min(100.0) as u64)
+    }
+}
+
+/// A `bytes (%)` cell.
+fn bytes_pct(bytes: u64, p: f64, width: usize) -> String {
+    let p = if p < 1.0 { "     ".to_string() } else { format!("({})", pcell(p)) };
+    format!("{bytes:>width$} {p}")
+}
+
+fn classes(c: ByClass<f64>) -> String {
+    c.to_array().iter().map(|&p| pcell(p)).collect::<Vec<_>>().join(" ")
+}
+
+fn labelled(counts: &std::collections::BTreeMap<String, u64>) -> String {
+    // In entry-point order (malloc, calloc, realloc, ...), not alphabetical.
+    Op::ALL
+        .iter()
+        .filter_map(|op| counts.get(op.label()).map(|n| format!("{} {n}", op.label())))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
+    let s = &r.summary;
+    let p = &r.process;
+    let _ = writeln!(out, "heaplens report: {}", r.trace.path);
+    if !p.exe.is_empty() || !p.argv.is_empty() {
+        let pid = p.pid.map(|n| format!(" (pid {n})")).unwrap_or_default();
+        let cmd = if p.argv.is_empty() { p.exe.clone() } else { p.argv.join(" ") };
+        let _ = writeln!(out, "  program              {cmd}{pid}");
+    }
+    let ended = match (p.exit_code, p.exit_signal) {
+        (_, Some(sig)) => format!("killed by signal {sig}"),
+        (Some(code), None) => format!("exited with status {code}"),
+        (None, None) => "unknown (no exit record)".into(),
+    };
+    let _ = writeln!(out, "  ended                {ended}");
+    let _ = writeln!(out, "  trace                {}", health(r));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "SUMMARY");
+    let calls: u64 = s.calls_by_kind.values().sum();
+    let frees: u64 = s.frees_by_kind.values().sum();
+    let row = |out: &mut String, label: &str, n: u64, note: String| {
+        let _ = writeln!(out, "  {label:<20} {n:>14}  {note}");
+    };
+    row(out, "allocation calls", calls, labelled(&s.calls_by_kind));
+    row(out, "free calls", frees, labelled(&s.frees_by_kind));
+    row(out, "allocations", s.allocations, String::new());
+    row(out, "deallocations", s.deallocations, String::new());
+    row(out, "unmatched frees", s.unmatched_frees, "(frees of blocks not allocated under the monitor)".into());
+    row(out, "failed allocations", s.failed_allocations, String::new());
+    row(out, "bytes allocated", s.bytes_allocated, format!("({})", human_bytes(s.bytes_allocated)));
+    row(
+        out,
+        "peak bytes in use",
+        s.peak_bytes,
+        format!("({}) in {} blocks at {}", human_bytes(s.peak_bytes), s.peak_objects, human_ns(s.peak_time_ns)),
+    );
+    row(out, "leaked bytes", s.leaked_bytes, format!("({}) in {} blocks live at exit", human_bytes(s.leaked_bytes), s.leaked_objects));
+    let tpct = if s.allocations == 0 { 0.0 } else { s.temporary_allocations as f64 * 100.0 / s.allocations as f64 };
+    row(out, "temporary allocs", s.temporary_allocations, format!("({tpct:.1}% of allocations, freed right away)"));
+    let _ = writeln!(out, "  {:<20} {:>14}", "run time", human_ns(s.runtime_ns));
+    row(out, "threads", s.threads, String::new());
+}
+
+/// One line on the trace's condition.
+pub fn health(r: &Report) -> String {
+    let t = &r.trace;
+    let mut parts = Vec::new();
+    if let Some(at) = t.truncated_at {
+        parts.push(format!("TRUNCATED at byte {at}"));
+    }
+    if t.corrupt_blocks > 0 {
+        parts.push(format!("{} corrupt blocks skipped", t.corrupt_blocks));
+    }
+    if t.malformed_blocks > 0 {
+        parts.push(format!("{} malformed blocks", t.malformed_blocks));
+    }
+    if !t.complete {
+        parts.push("no End block (the monitor did not shut down cleanly)".into());
+    }
+    if let Some(d) = t.dropped_events.filter(|&d| d > 0) {
+        parts.push(format!("{d} events dropped by the monitor"));
+    }
+    if t.incomplete_stacks > 0 {
+        parts.push(format!("{} stacks missing outer frames", t.incomplete_stacks));
+    }
+    let state = if parts.is_empty() { "complete".to_string() } else { parts.join("; ") };
+    format!("{state} ({} events)", t.events)
+}
+
+fn more(out: &mut String, shown: usize, total: usize, what: &str) {
+    if total > shown {
+        let _ = writeln!(out, "  ... {} more {what} (--top 0 shows all)", total - shown);
+    }
+}
+
+fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
+    let _ = writeln!(out, "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)", o.leak_depth);
+    if r.leaks.is_empty() {
+        let _ = writeln!(out, "  no leaks: every tracked allocation was released");
+        return;
+    }
+    let _ = writeln!(out, "  {:>10} {:>20}  path", "allocs", "bytes (%)");
+    let n = o.limit(r.leaks.len());
+    for l in &r.leaks[..n] {
+        let path = if l.path.is_empty() { "<no stack>".to_string() } else { l.path.join(" > ") };
+        let cut = if l.cut { "... > " } else { "" };
+        let _ = writeln!(out, "  {:>10} {}  {cut}{path}", l.allocs, bytes_pct(l.bytes, l.percent, 14));
+    }
+    more(out, n, r.leaks.len(), "paths");
+}
+
+fn bins(r: &Report, o: &TextOptions, out: &mut String) {
+    let b = &r.bins;
+    let _ = writeln!(out, "ALLOCATION BIN TABLE (by requested size)");
+    let _ = writeln!(out, "  {:>8} {:>10} {:>20} {:>10} {:>20}", "size", "allocs", "bytes (%)", "frees", "kept (%)");
+    // Exact sizes: the `--top` largest by bytes, shown in size order; the > 1024 bin always.
+    let (big, exact) = b.rows.split_last().expect("the > 1024 bin is always present");
+    let n = o.limit(exact.len());
+    let mut shown: Vec<_> = exact.iter().collect();
+    shown.sort_by(|x, y| y.bytes.cmp(&x.bytes).then(x.size.cmp(&y.size)));
+    shown.truncate(n);
+    shown.sort_by_key(|row| row.size);
+    shown.push(big);
+    for row in shown {
+        let size = row.size.map_or("> 1024".to_string(), |s| s.to_string());
+        let _ = writeln!(
+            out,
+            "  {size:>8} {:>10} {} {:>10} {}",
+            row.allocs,
+            bytes_pct(row.bytes, row.bytes_percent, 14),
+            row.frees,
+            bytes_pct(row.kept_bytes, row.kept_percent, 14)
+        );
+    }
+    let t = &b.total;
+    let _ = writeln!(out, "  {:>8} {:>10} {:>14}       {:>10} {:>14}", "<TOTAL>", t.allocs, t.bytes, t.frees, t.kept_bytes);
+    more(out, n, exact.len(), "sizes");
+}
+
+fn direct(r: &Report, o: &TextOptions, out: &mut String) {
+    let d = &r.direct;
+    let _ = writeln!(out, "DIRECT ALLOCATION TABLE (functions that called the allocator)");
+    let _ = writeln!(
+        out,
+        "  {:>5} {:>14} | {:^15} | {:>14} | {:^15} | {:>10}  name",
+        "% mem", "bytes", "% mem(size)", "bytes kept", "% all kept", "calls"
+    );
+    let _ = writeln!(out, "  {:>5} {:>14} | {:^15} | {:>14} | {:^15} | {:>10}", "", "", "s   m   l   x", "", "s   m   l   x", "");
+    let n = o.limit(d.rows.len());
+    for row in std::iter::once(&d.total).chain(&d.rows[..n]) {
+        let _ = writeln!(
+            out,
+            "  {:>5.1} {:>14} | {:>15} | {:>14} | {:>15} | {:>10}  {}",
+            row.percent,
+            row.bytes,
+            classes(row.percent_by_class),
+            row.kept_bytes,
+            classes(row.kept_percent_by_class),
+            row.calls,
+            row.function
+        );
+    }
+    more(out, n, d.rows.len(), "functions");
+}
+
+fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
+    let _ = writeln!(out, "ALLOCATION CALL GRAPH (gprof layout: callers above each entry, callees below)");
+    let _ = writeln!(out, "  {:<7} {:>6} {:>14} {:>14} {:>15}  name", "index", "%total", "self", "desc", "called");
+    let rule = format!("  {}", "-".repeat(90));
+    let edge_line = |out: &mut String, e: &CallGraphEdge| {
+        let called = format!("{}/{}", e.calls, e.total_calls);
+        let _ = writeln!(
+            out,
+            "  {:<7} {:>6} {:>14} {:>14} {:>15}      {} [{}]",
+            "",
+            "",
+            e.self_bytes,
+            e.bytes - e.self_bytes,
+            called,
+            e.name,
+            e.index
+        );
+    };
+    let n = o.limit(r.call_graph.len());
+    for e in &r.call_graph[..n] {
+        let _ = writeln!(out, "{rule}");
+        for c in &e.callers {
+            edge_line(out, c);
+        }
+        let called = if e.recursive_calls > 0 { format!("{}+{}", e.calls, e.recursive_calls) } else { e.calls.to_string() };
+        let _ = writeln!(
+            out,
+            "  {:<7} {:>6.1} {:>14} {:>14} {:>15}  {} [{}]",
+            format!("[{}]", e.index),
+            e.inclusive_percent,
+            e.self_bytes,
+            e.inclusive_bytes - e.self_bytes,
+            called,
+            e.name,
+            e.index
+        );
+        if e.is_cycle {
+            let _ = writeln!(out, "  {:<7} {:>6} {:>14} {:>14} {:>15}    members: {}", "", "", "", "", "", e.members.join(", "));
+        }
+        for c in &e.callees {
+            edge_line(out, c);
+        }
+    }
+    if n > 0 {
+        let _ = writeln!(out, "{rule}");
+    }
+    more(out, n, r.call_graph.len(), "entries");
+}

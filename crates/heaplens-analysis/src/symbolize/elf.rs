@@ -1,0 +1,183 @@
+//! The real symbolizer: DWARF line tables and inlined-function info through `addr2line`, the
+//! ELF symbol table as fallback, separate debug files found by build id or `.gnu_debuglink`.
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+
+use addr2line::Loader;
+use heaplens_trace::ModuleRecord;
+use object::Object;
+
+use super::{Frame, Symbolizer};
+
+/// Where global debug files live (Debian's `-dbg`/`-dbgsym` packages install here).
+const DEBUG_ROOT: &str = "/usr/lib/debug";
+
+/// One module of the process, opened on first use.
+struct Module {
+    path: String,
+    basename: String,
+    base: u64,
+    build_id: Vec<u8>,
+    files: OnceCell<Option<Files>>,
+}
+
+/// The module's own file and, when the DWARF lives elsewhere, its separate debug file.
+struct Files {
+    primary: Loader,
+    debug: Option<Loader>,
+}
+
+/// Symbolizes addresses of a process from its module list ([`ModuleRecord`]s of the trace).
+/// Module files are opened lazily, once each; modules that cannot be opened (the vDSO, deleted
+/// files) give `module+0xOFFSET` frames.
+pub struct ElfSymbolizer {
+    modules: Vec<Module>,
+    /// `(start, end, module index)` of every segment, sorted by start.
+    ranges: Vec<(u64, u64, usize)>,
+}
+
+impl ElfSymbolizer {
+    /// Builds the address map from module records. Later loads win over earlier ones when
+    /// ranges overlap (an address range reused after a `dlclose`).
+    pub fn new(records: &[ModuleRecord]) -> Self {
+        let mut modules = Vec::new();
+        let mut ranges = Vec::new();
+        for r in records.iter().filter(|r| r.loaded) {
+            let idx = modules.len();
+            let basename = match Path::new(&r.path).file_name() {
+                Some(n) => n.to_string_lossy().into_owned(),
+                None if r.path.is_empty() => "[unknown]".to_string(),
+                None => r.path.clone(),
+            };
+            modules.push(Module {
+                path: r.path.clone(),
+                basename,
+                base: r.base,
+                build_id: r.build_id.clone(),
+                files: OnceCell::new(),
+            });
+            for s in &r.segments {
+                let start = r.base.wrapping_add(s.vaddr);
+                ranges.push((start, start.wrapping_add(s.memsz), idx));
+            }
+        }
+        // Stable sort: for equal starts the later module stays later, and lookup prefers it.
+        ranges.sort_by_key(|r| r.0);
+        Self { modules, ranges }
+    }
+
+    fn module_of(&self, addr: u64) -> Option<&Module> {
+        let n = self.ranges.partition_point(|r| r.0 <= addr);
+        // Scan back over ranges starting at or below addr; the nearest containing one wins.
+        // Segments rarely overlap, so this loop ends after a step or two.
+        self.ranges[..n].iter().rev().take(64).find(|r| addr < r.1).map(|r| &self.modules[r.2])
+    }
+}
+
+impl Module {
+    fn files(&self) -> Option<&Files> {
+        self.files.get_or_init(|| open_files(&self.path, &self.build_id)).as_ref()
+    }
+}
+
+fn open_files(path: &str, build_id: &[u8]) -> Option<Files> {
+    if path.is_empty() || path.starts_with("linux-vdso") || path.starts_with('[') {
+        return None;
+    }
+    let primary = Loader::new(path).ok()?;
+    // Probing the section table is cheap; reading the file to look for a debug link is not.
+    let has_dwarf = primary.get_section_range(b".debug_info").is_some_and(|r| r.end > r.begin);
+    let debug = if has_dwarf {
+        None
+    } else {
+        debug_file(Path::new(path), build_id).and_then(|p| Loader::new(p).ok())
+    };
+    Some(Files { primary, debug })
+}
+
+/// Finds the separate debug file of `path`: by build id under /usr/lib/debug/.build-id, then by
+/// `.gnu_debuglink` next to the file, in its `.debug/` directory, and under /usr/lib/debug.
+fn debug_file(path: &Path, build_id: &[u8]) -> Option<PathBuf> {
+    let data = std::fs::read(path).ok()?;
+    let obj = object::File::parse(&*data).ok()?;
+    let id: Vec<u8> = if build_id.is_empty() {
+        obj.build_id().ok().flatten().map(<[u8]>::to_vec).unwrap_or_default()
+    } else {
+        build_id.to_vec()
+    };
+    if id.len() >= 2 {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let p = PathBuf::from(format!("{DEBUG_ROOT}/.build-id/{}/{}.debug", &hex[..2], &hex[2..]));
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    let (name, _crc) = obj.gnu_debuglink().ok().flatten()?;
+    let name = Path::new(std::str::from_utf8(name).ok()?);
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let canon_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let global = Path::new(DEBUG_ROOT).join(canon_dir.strip_prefix("/").unwrap_or(&canon_dir));
+    [dir.join(name), dir.join(".debug").join(name), global.join(name)]
+        .into_iter()
+        .find(|p| p.is_file() && p.as_path() != path)
+}
+
+fn demangle(name: &str) -> String {
+    addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned()
+}
+
+impl Files {
+    /// The symbol-table entry containing `probe` (debug file first: a stripped file keeps only
+    /// `.dynsym`).
+    fn symbol(&self, probe: u64) -> Option<(String, u64)> {
+        self.debug
+            .iter()
+            .chain(std::iter::once(&self.primary))
+            .find_map(|l| l.find_symbol_info(probe).map(|s| (demangle(s.name()), s.address())))
+    }
+
+    fn dwarf(&self) -> &Loader {
+        self.debug.as_ref().unwrap_or(&self.primary)
+    }
+}
+
+impl Symbolizer for ElfSymbolizer {
+    fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
+        let Some(m) = self.module_of(ret_addr.wrapping_sub(1)) else {
+            out.push(Frame::default());
+            return;
+        };
+        let offset = ret_addr.wrapping_sub(m.base);
+        let unknown = Frame { module: Some(m.basename.clone()), module_offset: offset, ..Frame::default() };
+        let Some(files) = m.files() else {
+            out.push(unknown);
+            return;
+        };
+        let probe = offset.wrapping_sub(1);
+        let start = out.len();
+        if let Ok(mut frames) = files.dwarf().find_frames(probe) {
+            while let Ok(Some(f)) = frames.next() {
+                let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(Cow::into_owned);
+                let (file, line) = match f.location {
+                    Some(l) => (l.file.map(str::to_string), l.line),
+                    None => (None, None),
+                };
+                out.push(Frame { function, file, line, ..unknown.clone() });
+            }
+        }
+        if out.len() == start {
+            // No DWARF for this address: one frame from the symbol table.
+            out.push(unknown);
+        }
+        let symbol = files.symbol(probe);
+        let last = out.last_mut().expect("at least one frame was pushed");
+        if let Some((name, addr)) = symbol {
+            last.symbol_offset = Some(offset.wrapping_sub(addr));
+            if last.function.is_none() {
+                last.function = Some(name);
+            }
+        }
+    }
+}

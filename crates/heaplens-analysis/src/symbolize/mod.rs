@@ -1,0 +1,71 @@
+//! Symbolization: from a return address in the profiled process to the function frames it
+//! stands for (several when calls were inlined).
+
+mod elf;
+
+use std::collections::HashMap;
+
+pub use elf::ElfSymbolizer;
+
+/// One function frame of a return address.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Frame {
+    /// Demangled function name; `None` when neither debug info nor a symbol table knew it.
+    pub function: Option<String>,
+    /// Source file of the call (full path as recorded in the debug info).
+    pub file: Option<String>,
+    /// Source line of the call.
+    pub line: Option<u32>,
+    /// Basename of the module (executable or shared object) the address lies in.
+    pub module: Option<String>,
+    /// Return address minus the module's load bias (the file-relative address); 0 without a
+    /// module.
+    pub module_offset: u64,
+    /// Return address minus the start of the enclosing symbol, when a symbol table gave it
+    /// (set on the outermost, non-inlined frame only).
+    pub symbol_offset: Option<u64>,
+}
+
+/// Maps return addresses to frames.
+pub trait Symbolizer {
+    /// Appends the frames of return address `ret_addr` to `out`, innermost (most deeply
+    /// inlined) first, the function that really holds the return address last. `ret_addr` is
+    /// the address recorded on the stack; implementations look up `ret_addr - 1` so that a call
+    /// at the end of a function or inlined range is attributed to the caller's call line.
+    /// Always appends at least one frame (with `function: None` when nothing is known).
+    fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>);
+}
+
+/// A symbolizer from a fixed table, for tests and synthetic traces: each return address maps
+/// to a list of function names (innermost first); unknown addresses give an unnamed frame.
+#[derive(Debug, Clone, Default)]
+pub struct MapSymbolizer {
+    table: HashMap<u64, Vec<Frame>>,
+}
+
+impl MapSymbolizer {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Maps `ret_addr` to one frame named `function`.
+    pub fn add(&mut self, ret_addr: u64, function: &str) -> &mut Self {
+        self.add_frames(ret_addr, vec![Frame { function: Some(function.into()), ..Frame::default() }])
+    }
+
+    /// Maps `ret_addr` to explicit frames, innermost first.
+    pub fn add_frames(&mut self, ret_addr: u64, frames: Vec<Frame>) -> &mut Self {
+        self.table.insert(ret_addr, frames);
+        self
+    }
+}
+
+impl Symbolizer for MapSymbolizer {
+    fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
+        match self.table.get(&ret_addr) {
+            Some(f) if !f.is_empty() => out.extend(f.iter().cloned()),
+            _ => out.push(Frame { module_offset: ret_addr, ..Frame::default() }),
+        }
+    }
+}

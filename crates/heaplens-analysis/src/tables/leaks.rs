@@ -1,0 +1,51 @@
+//! mprof's memory leak table: blocks live at exit, grouped by the last few frames of their
+//! allocation path.
+
+use std::collections::HashMap;
+
+use super::{pct, Inputs};
+use crate::model::LeakRow;
+
+/// Groups live-at-exit blocks by the innermost `depth` frames of their path (functions, or
+/// call sites when `call_sites` is set). Rows are sorted by bytes, then blocks, descending.
+pub fn leaks(inp: Inputs<'_>, depth: usize, call_sites: bool) -> Vec<LeakRow> {
+    let depth = depth.max(1);
+    // Key: frame ids innermost first (site ids, or function ids). Value: (blocks, bytes, cut).
+    let mut groups: HashMap<Vec<u32>, (u64, u64, bool)> = HashMap::new();
+    let mut key = Vec::with_capacity(depth);
+    for (i, s) in inp.replay.stacks.iter().enumerate() {
+        if s.kept == 0 {
+            continue;
+        }
+        let path = inp.paths.get(i);
+        key.clear();
+        key.extend(path.iter().take(depth).map(|&site| if call_sites { site } else { inp.frames.function_of(site) }));
+        let g = groups.entry(key.clone()).or_default();
+        g.0 += s.kept;
+        g.1 += s.kept_bytes;
+        g.2 |= path.len() > depth;
+    }
+    let total = inp.replay.leaked_bytes;
+    let mut rows: Vec<LeakRow> = groups
+        .into_iter()
+        .map(|(k, (allocs, bytes, cut))| LeakRow {
+            path: k
+                .iter()
+                .rev()
+                .map(|&id| {
+                    if call_sites {
+                        inp.frames.sites[id as usize].label.clone()
+                    } else {
+                        inp.frames.name(id).to_string()
+                    }
+                })
+                .collect(),
+            cut,
+            allocs,
+            bytes,
+            percent: pct(bytes, total),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.allocs.cmp(&a.allocs)).then_with(|| a.path.cmp(&b.path)));
+    rows
+}

@@ -1,0 +1,32 @@
+//! The tables of the report, one module each, all built from the per-stack counters of
+//! [`crate::replay`] and the symbolized paths of [`crate::paths`].
+
+pub mod bins;
+pub mod callgraph;
+pub mod direct;
+pub mod leaks;
+pub mod summary;
+
+use crate::paths::{FrameTable, Paths};
+use crate::replay::Replay;
+
+/// What the per-function tables are built from: `paths.get(i)` is the call path of
+/// `replay.stacks[i]`.
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    /// Counters.
+    pub replay: &'a Replay,
+    /// Interned functions and sites.
+    pub frames: &'a FrameTable,
+    /// Call paths, innermost first.
+    pub paths: &'a Paths,
+}
+
+/// `part` as a percentage of `total` (0 when `total` is 0).
+pub fn pct(part: u64, total: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / total as f64
+    }
+}

@@ -1,0 +1,111 @@
+//! Bad input gets a one-line error and a non-zero exit, never a panic; a damaged trace still
+//! reports everything that was recorded intact.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+#[test]
+fn missing_program() {
+    let dir = WorkDir::new("missing-program");
+    let trace = dir.join("x.hltrace");
+    let out = heaplens(&dir, &["run", "-o", trace.to_str().unwrap(), "--", "/nonexistent/program"]);
+    assert_one_line_error(&out, "heaplens run -- /nonexistent/program");
+    assert!(out.stderr.contains("/nonexistent/program"), "the error names the program\n{}", out.show());
+}
+
+#[test]
+fn unwritable_output_path() {
+    let dir = WorkDir::new("unwritable");
+    let exe = compile_c(&dir, "endings.c", &[]);
+    let out = heaplens(&dir, &["run", "-o", "/proc/nope/x.hltrace", "--", exe.to_str().unwrap(), "exit", "0"]);
+    assert!(!out.status.success(), "run -o /proc/nope/x.hltrace succeeded\n{}", out.show());
+    assert_no_panic(&out, "heaplens run -o /proc/nope/x.hltrace");
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line on stderr\n{}", out.show());
+    assert!(lines[0].starts_with("heaplens: error:"), "{}", out.show());
+    assert!(lines[0].contains("/proc/nope/x.hltrace"), "the error names the path\n{}", out.show());
+}
+
+#[test]
+fn not_a_trace() {
+    let dir = WorkDir::new("not-a-trace");
+    let f = dir.join("notes.txt");
+    std::fs::write(&f, "this is not a heaplens trace\n".repeat(100)).unwrap();
+    for fmt in ["text", "json"] {
+        let out = heaplens(&dir, &["report", f.to_str().unwrap(), "--format", fmt]);
+        assert_one_line_error(&out, "heaplens report notes.txt");
+    }
+    let out = heaplens(&dir, &["report", dir.join("absent.hltrace").to_str().unwrap()]);
+    assert_one_line_error(&out, "heaplens report absent.hltrace");
+}
+
+/// Records widgets and returns (dir, trace bytes, full report).
+fn widgets_trace(name: &str, n: &str) -> (WorkDir, Vec<u8>, Value) {
+    let dir = WorkDir::new(name);
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("full.hltrace");
+    run_traced(&dir, &trace, &exe, &[n]).ok("heaplens run widgets");
+    let full = report(&dir, &trace);
+    let bytes = std::fs::read(&trace).unwrap();
+    (dir, bytes, full)
+}
+
+/// (offset, kind, total length) of each block after the 16-byte file header.
+fn blocks(b: &[u8]) -> Vec<(usize, u8, usize)> {
+    assert_eq!(&b[..8], b"HLTRACE\0", "trace magic");
+    let mut out = Vec::new();
+    let mut off = 16;
+    while off + 16 <= b.len() {
+        let stored = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap()) as usize;
+        if off + 16 + stored > b.len() {
+            break;
+        }
+        out.push((off, b[off], 16 + stored));
+        off += 16 + stored;
+    }
+    out
+}
+
+#[test]
+fn truncated_trace_still_reports() {
+    let (dir, bytes, full) = widgets_trace("truncated", "200000");
+    let bl = blocks(&bytes);
+    assert!(bl.iter().filter(|b| b.1 == 4).count() >= 2, "expected several event blocks: {bl:?}");
+    let half = dir.join("half.hltrace");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
+    let v = report(&dir, &half);
+    assert_eq!(at(&v, "trace/truncated"), &Value::Bool(true), "trace/truncated");
+    assert_eq!(at(&v, "trace/complete"), &Value::Bool(false), "trace/complete");
+    let (a, fa) = (u(&v, "summary/allocations"), u(&full, "summary/allocations"));
+    assert!(a > 0 && a < fa, "half a trace has some but not all allocations: {a} of {fa}");
+    assert_eq!(
+        u(&v, "summary/allocations") - u(&v, "summary/deallocations"),
+        u(&v, "summary/leaked_objects")
+    );
+    // The file header alone is an empty but valid trace.
+    let header = dir.join("header.hltrace");
+    std::fs::write(&header, &bytes[..16]).unwrap();
+    let out = heaplens(&dir, &["report", header.to_str().unwrap(), "--format", "json"]);
+    assert_no_panic(&out, "heaplens report header.hltrace");
+}
+
+#[test]
+fn corrupt_block_is_skipped() {
+    let (dir, mut bytes, full) = widgets_trace("corrupt", "200000");
+    let bl = blocks(&bytes);
+    let events: Vec<_> = bl.iter().filter(|b| b.1 == 4).collect();
+    assert!(events.len() >= 3, "expected several event blocks: {bl:?}");
+    // Flip a byte in the payload of a middle events block: its checksum no longer matches.
+    let (off, _, len) = *events[events.len() / 2];
+    bytes[off + 16 + (len - 16) / 2] ^= 0x55;
+    let bad = dir.join("bad.hltrace");
+    std::fs::write(&bad, &bytes).unwrap();
+    let v = report(&dir, Path::new(&bad));
+    assert_eq!(u(&v, "trace/corrupt_blocks"), 1, "trace/corrupt_blocks");
+    let (a, fa) = (u(&v, "summary/allocations"), u(&full, "summary/allocations"));
+    assert!(a > 0 && a < fa, "a trace with one bad block keeps the others: {a} of {fa}");
+}

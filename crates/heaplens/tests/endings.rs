@@ -1,0 +1,104 @@
+//! The program's exit status passes through `heaplens run`: an exit code, death by a signal,
+//! and a SIGKILL in the middle of the run that still leaves a readable trace.
+
+mod common;
+
+use std::io::BufRead;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+/// Runs `endings ARGS` bare and traced; checks stdout and status agree; returns the report.
+fn ending(name: &str, args: &[&str]) -> (Out, Value, WorkDir) {
+    let dir = WorkDir::new(name);
+    let exe = compile_c(&dir, "endings.c", &[]);
+    let bare = run_bare(&dir, &exe, args);
+    let trace = dir.join("endings.hltrace");
+    let out = run_traced(&dir, &trace, &exe, args);
+    assert_eq!(
+        describe(&out.status),
+        describe(&bare.status),
+        "heaplens run ended differently from the program\n{}",
+        out.show()
+    );
+    let norm = |s: &str| -> Vec<_> { truths(s, "endings").into_iter().map(stable).collect() };
+    assert_eq!(norm(&out.stdout), norm(&bare.stdout), "stdout differs\n{}", out.show());
+    assert!(!norm(&out.stdout).is_empty(), "the program printed nothing\n{}", out.show());
+    assert!(trace.exists(), "no trace written\n{}", out.show());
+    let v = report(&dir, &trace);
+    (out, v, dir)
+}
+
+#[test]
+fn exit_code_passes_through() {
+    let (out, v, _dir) = ending("exit3", &["exit", "3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", out.show());
+    assert_eq!(at(&v, "process/exit_code").as_i64(), Some(3), "process/exit_code");
+    assert!(at(&v, "process/exit_signal").is_null(), "process/exit_signal");
+    // exit() runs the monitor's exit path: everything is recorded.
+    assert_eq!(at(&v, "trace/complete"), &Value::Bool(true));
+    let b = bin_row(&v, 96).expect("96-byte bin");
+    assert_eq!(u(b, "allocs"), 1000);
+    assert_eq!(u(b, "frees"), 500);
+    assert_consistent(&v);
+}
+
+#[test]
+fn sigsegv_passes_through() {
+    let (out, v, _dir) = ending("segv", &["segv"]);
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{}", out.show());
+    assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(libc::SIGSEGV as i64), "process/exit_signal");
+    assert!(at(&v, "process/exit_code").is_null(), "process/exit_code");
+    assert_consistent(&v);
+}
+
+#[test]
+fn sigabrt_passes_through() {
+    let (out, v, _dir) = ending("abort", &["abort"]);
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{}", out.show());
+    assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(libc::SIGABRT as i64), "process/exit_signal");
+    assert_consistent(&v);
+}
+
+#[test]
+fn sigkill_mid_run_leaves_a_readable_trace() {
+    let dir = WorkDir::new("sigkill");
+    let exe = compile_c(&dir, "endings.c", &[]);
+    let trace = dir.join("killed.hltrace");
+    let mut cmd = Command::new(heaplens_exe());
+    cmd.arg("run").arg("-o").arg(&trace).arg("--").arg(&exe).args(["wait", "200000"]);
+    cmd.current_dir(&dir.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    no_core_dumps(&mut cmd);
+    let mut child = cmd.spawn().expect("start heaplens run");
+
+    // The program prints its pid once it has made its allocations, then sleeps for a minute.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read the program's line");
+    let t = truths(&line, "endings");
+    assert_eq!(t.len(), 1, "unexpected first line {line:?}");
+    let pid = num(&t[0], "pid") as libc::pid_t;
+    assert_ne!(pid as u32, child.id(), "the pid printed is the program's, not heaplens's");
+    // Give the monitor's writer a moment, as any run killed later than right away would.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "kill the program");
+    child.stdout = Some(stdout.into_inner());
+    let out = wait_with_timeout(child, "heaplens run (killed program)");
+    assert_no_panic(&out, "heaplens run");
+    assert_eq!(out.status.signal(), Some(libc::SIGKILL), "heaplens run dies by the program's signal\n{}", out.show());
+    assert!(trace.exists(), "no trace after SIGKILL\n{}", out.show());
+
+    let v = report(&dir, &trace);
+    let allocs = u(&v, "summary/allocations");
+    assert!(allocs > 0, "nothing recorded before SIGKILL");
+    assert!(allocs <= 200_000, "more allocations than made: {allocs}");
+    assert_eq!(at(&v, "trace/complete"), &Value::Bool(false), "a SIGKILLed run cannot be complete");
+    assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(9), "process/exit_signal");
+    assert_eq!(
+        u(&v, "summary/allocations") - u(&v, "summary/deallocations"),
+        u(&v, "summary/leaked_objects")
+    );
+}
