@@ -34,6 +34,31 @@ macro_rules! alloc_hook {
     };
 }
 
+/// Stands in for `std::nothrow` (an empty tag the operators never read).
+static NOTHROW: u8 = 0;
+
+/// The throwing `operator new`s try the nothrow form under the guard. Only when that fails is
+/// the throwing form called, without the guard, so the `bad_alloc` it throws (and the exception
+/// object the C++ runtime mallocs for it) is the program's own, recorded as usual, and the
+/// exception unwinds through this frame (hence the "C-unwind" ABI).
+macro_rules! throwing_new_hook {
+    ($name:ident => $real:ident via $nothrow:ident, $op:expr, |$n:ident : usize $(, $a:ident : $t:ty)*|) => {
+        #[allow(clippy::missing_safety_doc)]
+        #[no_mangle]
+        pub unsafe extern "C-unwind" fn $name($n: usize $(, $a: $t)*) -> P {
+            {
+                let Some(_g) = enter() else { return call::$real($n $(, $a)*) };
+                let p = call::$nothrow($n $(, $a)*, std::ptr::addr_of!(NOTHROW) as P);
+                if !p.is_null() {
+                    record::alloc($op, p, $n);
+                    return p;
+                }
+            }
+            call::$real($n $(, $a)*)
+        }
+    };
+}
+
 macro_rules! dealloc_hook {
     ($name:ident => $real:ident, $op:expr, |$p:ident : P $(, $a:ident : $t:ty)*|) => {
         #[allow(clippy::missing_safety_doc)]
@@ -54,12 +79,12 @@ alloc_hook!("C" memalign => memalign, Op::Memalign, |a: usize, n: usize| size = 
 alloc_hook!("C" aligned_alloc => aligned_alloc, Op::AlignedAlloc, |a: usize, n: usize| size = n);
 alloc_hook!("C" valloc => valloc, Op::Valloc, |n: usize| size = n);
 alloc_hook!("C" pvalloc => pvalloc, Op::Pvalloc, |n: usize| size = n);
-alloc_hook!("C-unwind" _Znwm => new, Op::New, |n: usize| size = n);
-alloc_hook!("C-unwind" _Znam => new_array, Op::NewArray, |n: usize| size = n);
+throwing_new_hook!(_Znwm => new via new_nothrow, Op::New, |n: usize|);
+throwing_new_hook!(_Znam => new_array via new_array_nothrow, Op::NewArray, |n: usize|);
 alloc_hook!("C-unwind" _ZnwmRKSt9nothrow_t => new_nothrow, Op::NewNothrow, |n: usize, t: P| size = n);
 alloc_hook!("C-unwind" _ZnamRKSt9nothrow_t => new_array_nothrow, Op::NewArrayNothrow, |n: usize, t: P| size = n);
-alloc_hook!("C-unwind" _ZnwmSt11align_val_t => new_aligned, Op::NewAligned, |n: usize, a: usize| size = n);
-alloc_hook!("C-unwind" _ZnamSt11align_val_t => new_array_aligned, Op::NewArrayAligned, |n: usize, a: usize| size = n);
+throwing_new_hook!(_ZnwmSt11align_val_t => new_aligned via new_aligned_nothrow, Op::NewAligned, |n: usize, a: usize|);
+throwing_new_hook!(_ZnamSt11align_val_t => new_array_aligned via new_array_aligned_nothrow, Op::NewArrayAligned, |n: usize, a: usize|);
 alloc_hook!("C-unwind" _ZnwmSt11align_val_tRKSt9nothrow_t => new_aligned_nothrow, Op::NewAlignedNothrow, |n: usize, a: usize, t: P| size = n);
 alloc_hook!("C-unwind" _ZnamSt11align_val_tRKSt9nothrow_t => new_array_aligned_nothrow, Op::NewArrayAlignedNothrow, |n: usize, a: usize, t: P| size = n);
 

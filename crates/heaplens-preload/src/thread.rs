@@ -93,10 +93,19 @@ impl ThreadState {
     }
 
     /// Hands over whatever the buffer holds (used by the writer's periodic sweep, exit, fork).
+    /// Gives up after a bounded wait: a thread that left a hook by `longjmp` from a signal
+    /// handler may hold its lock forever, and exit must not hang on it.
     pub fn flush(&mut self) {
-        self.acquire();
-        self.rotate();
-        self.lock.store(false, Ordering::Release);
+        for spin in 0..100_000u32 {
+            if !self.lock.swap(true, Ordering::Acquire) {
+                self.rotate();
+                self.lock.store(false, Ordering::Release);
+                return;
+            }
+            if spin > 100 {
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// After fork, in the child: the thread has a new id, and the trie started over.
