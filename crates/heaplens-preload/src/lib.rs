@@ -208,10 +208,7 @@ extern "C" fn fork_child() {
             s.reset_after_fork();
             s as *mut thread::ThreadState as usize
         });
-        let process = process_record(config().max_frames);
-        if let Err(e) = output::restart_in_child(&process, me.unwrap_or(0)) {
-            disable(&format!("cannot create the trace of child process {}: {e}", process.pid));
-        }
+        output::restart_in_child(&process_record(config().max_frames), me.unwrap_or(0));
     });
     if r.is_err() {
         disable("internal error after fork");

@@ -145,6 +145,17 @@ pub fn write_pending() {
     let buffers = QUEUE.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default();
     let extras = EXTRA.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
     let stacks = intern::TRIE.lock().ok().and_then(|mut t| t.as_mut().map(|t| t.take_pending())).unwrap_or_default();
+    if let Some((path, process)) = (!buffers.is_empty()).then(take_deferred).flatten() {
+        // A forked child's first events: only now does it get a trace of its own (a child
+        // that just execs another program leaves no empty file behind).
+        if let Err(e) = open(&path, &process) {
+            crate::disable(&format!("cannot create the trace of child process {}: {e}", process.pid));
+            return;
+        }
+        if let Some(s) = SINK.lock().ok().as_mut().and_then(|s| s.as_mut()) {
+            let _ = s.writer.write_block(BlockKind::Modules, &ModuleRecord::encode_all(&modules::snapshot()));
+        }
+    }
     let Ok(mut sink) = SINK.lock() else { return };
     let Some(s) = sink.as_mut() else { return };
     let mut result = Ok(());
@@ -220,12 +231,17 @@ pub fn lock_for_fork() -> Option<ForkLocks> {
     })
 }
 
-/// In a forked child, after the locks are released: start this process's own trace at
-/// `PARENT_TRACE.PID`, with a fresh trie, and forget the parent's pending data and threads.
-///
-/// # Errors
-/// When the child's trace cannot be created.
-pub fn restart_in_child(process: &ProcessRecord, me: usize) -> io::Result<PathBuf> {
+/// A forked child's trace, created when its first events are written.
+static DEFERRED: Mutex<Option<(PathBuf, ProcessRecord)>> = Mutex::new(None);
+
+fn take_deferred() -> Option<(PathBuf, ProcessRecord)> {
+    DEFERRED.lock().ok().and_then(|mut d| d.take())
+}
+
+/// In a forked child, after the locks are released: prepare this process's own trace at
+/// `PARENT_TRACE.PID` (created with its first events), with a fresh trie, and forget the
+/// parent's pending data and threads.
+pub fn restart_in_child(process: &ProcessRecord, me: usize) {
     let parent_path = SINK.lock().ok().and_then(|s| s.as_ref().map(|s| s.path.clone())).unwrap_or_default();
     if let Ok(mut s) = SINK.lock() {
         // The parent's file stays open in the parent; the child's copy of it is just closed.
@@ -241,7 +257,7 @@ pub fn restart_in_child(process: &ProcessRecord, me: usize) -> io::Result<PathBu
         r.retain(|&p| p == me);
     }
     WRITER_RUNNING.store(false, Ordering::Release);
-    let path = open(&PathBuf::from(format!("{}.{}", parent_path.display(), process.pid)), process)?;
-    module_changes(&modules::snapshot());
-    Ok(path)
+    if let Ok(mut d) = DEFERRED.lock() {
+        *d = Some((PathBuf::from(format!("{}.{}", parent_path.display(), process.pid)), process.clone()));
+    }
 }
