@@ -46,6 +46,8 @@ pub struct TraceInfo {
     pub events: u64,
     /// Allocation stacks whose trie nodes were missing (paths lack their outer frames).
     pub incomplete_stacks: u64,
+    /// Symbolization problems (a module file missing or rebuilt since the run), one line each.
+    pub symbol_warnings: Vec<String>,
 }
 
 /// The profiled process.
@@ -137,7 +139,12 @@ pub struct ByClass<T> {
 impl<T: Copy> ByClass<T> {
     /// From an array indexed by class.
     pub fn from_array(a: [T; 4]) -> Self {
-        Self { s: a[0], m: a[1], l: a[2], x: a[3] }
+        Self {
+            s: a[0],
+            m: a[1],
+            l: a[2],
+            x: a[3],
+        }
     }
 
     /// As an array indexed by class.

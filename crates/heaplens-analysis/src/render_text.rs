@@ -28,7 +28,15 @@ pub struct TextOptions {
 
 impl Default for TextOptions {
     fn default() -> Self {
-        Self { summary: true, leaks: true, bins: true, direct: true, call_graph: true, top: 20, leak_depth: 5 }
+        Self {
+            summary: true,
+            leaks: true,
+            bins: true,
+            direct: true,
+            call_graph: true,
+            top: 20,
+            leak_depth: 5,
+        }
     }
 }
 
@@ -42,10 +50,13 @@ impl TextOptions {
     }
 }
 
+/// Appends one section's text.
+type Section = fn(&Report, &TextOptions, &mut String);
+
 /// Renders the selected sections.
 pub fn render(r: &Report, o: &TextOptions) -> String {
     let mut out = String::new();
-    let sections: [(bool, fn(&Report, &TextOptions, &mut String)); 5] = [
+    let sections: [(bool, Section); 5] = [
         (o.summary, summary),
         (o.leaks, leaks),
         (o.bins, bins),
@@ -60,7 +71,13 @@ pub fn render(r: &Report, o: &TextOptions) -> String {
             f(r, o, &mut out);
         }
     }
-    out
+    // Blank cells leave trailing spaces; they only get in the way of diffs and copy-paste.
+    let mut trimmed = String::with_capacity(out.len());
+    for line in out.lines() {
+        trimmed.push_str(line.trim_end());
+        trimmed.push('\n');
+    }
+    trimmed
 }
 
 /// `1.95 MiB`-style size.
@@ -89,6 +106,19 @@ pub fn human_ns(ns: u64) -> String {
     }
 }
 
+/// An argument as a shell would need it, on one line: bare when safe, single-quoted when it has
+/// spaces or shell syntax, Rust-escaped (`"a\nb"`) when it has control characters.
+fn shell_quote(a: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
+    if !a.is_empty() && a.chars().all(safe) {
+        a.to_string()
+    } else if a.chars().any(char::is_control) {
+        format!("{a:?}")
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
 /// mprof's percent cell: a whole percent, blank below 1%.
 fn pcell(p: f64) -> String {
     if p < 1.0 {
@@ -100,19 +130,31 @@ fn pcell(p: f64) -> String {
 
 /// A `bytes (%)` cell.
 fn bytes_pct(bytes: u64, p: f64, width: usize) -> String {
-    let p = if p < 1.0 { "     ".to_string() } else { format!("({})", pcell(p)) };
+    let p = if p < 1.0 {
+        "     ".to_string()
+    } else {
+        format!("({})", pcell(p))
+    };
     format!("{bytes:>width$} {p}")
 }
 
 fn classes(c: ByClass<f64>) -> String {
-    c.to_array().iter().map(|&p| pcell(p)).collect::<Vec<_>>().join(" ")
+    c.to_array()
+        .iter()
+        .map(|&p| pcell(p))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn labelled(counts: &std::collections::BTreeMap<String, u64>) -> String {
     // In entry-point order (malloc, calloc, realloc, ...), not alphabetical.
     Op::ALL
         .iter()
-        .filter_map(|op| counts.get(op.label()).map(|n| format!("{} {n}", op.label())))
+        .filter_map(|op| {
+            counts
+                .get(op.label())
+                .map(|n| format!("{} {n}", op.label()))
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -123,7 +165,15 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "heaplens report: {}", r.trace.path);
     if !p.exe.is_empty() || !p.argv.is_empty() {
         let pid = p.pid.map(|n| format!(" (pid {n})")).unwrap_or_default();
-        let cmd = if p.argv.is_empty() { p.exe.clone() } else { p.argv.join(" ") };
+        let cmd = if p.argv.is_empty() {
+            shell_quote(&p.exe)
+        } else {
+            p.argv
+                .iter()
+                .map(|a| shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         let _ = writeln!(out, "  program              {cmd}{pid}");
     }
     let ended = match (p.exit_code, p.exit_signal) {
@@ -133,6 +183,9 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
     };
     let _ = writeln!(out, "  ended                {ended}");
     let _ = writeln!(out, "  trace                {}", health(r));
+    for w in &r.trace.symbol_warnings {
+        let _ = writeln!(out, "  warning              {w}");
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "SUMMARY");
     let calls: u64 = s.calls_by_kind.values().sum();
@@ -144,18 +197,56 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
     row(out, "free calls", frees, labelled(&s.frees_by_kind));
     row(out, "allocations", s.allocations, String::new());
     row(out, "deallocations", s.deallocations, String::new());
-    row(out, "unmatched frees", s.unmatched_frees, "(frees of blocks not allocated under the monitor)".into());
-    row(out, "failed allocations", s.failed_allocations, String::new());
-    row(out, "bytes allocated", s.bytes_allocated, format!("({})", human_bytes(s.bytes_allocated)));
+    row(
+        out,
+        "unmatched frees",
+        s.unmatched_frees,
+        "(frees of blocks not allocated under the monitor)".into(),
+    );
+    row(
+        out,
+        "failed allocations",
+        s.failed_allocations,
+        String::new(),
+    );
+    row(
+        out,
+        "bytes allocated",
+        s.bytes_allocated,
+        format!("({})", human_bytes(s.bytes_allocated)),
+    );
     row(
         out,
         "peak bytes in use",
         s.peak_bytes,
-        format!("({}) in {} blocks at {}", human_bytes(s.peak_bytes), s.peak_objects, human_ns(s.peak_time_ns)),
+        format!(
+            "({}) in {} blocks at {}",
+            human_bytes(s.peak_bytes),
+            s.peak_objects,
+            human_ns(s.peak_time_ns)
+        ),
     );
-    row(out, "leaked bytes", s.leaked_bytes, format!("({}) in {} blocks live at exit", human_bytes(s.leaked_bytes), s.leaked_objects));
-    let tpct = if s.allocations == 0 { 0.0 } else { s.temporary_allocations as f64 * 100.0 / s.allocations as f64 };
-    row(out, "temporary allocs", s.temporary_allocations, format!("({tpct:.1}% of allocations, freed right away)"));
+    row(
+        out,
+        "leaked bytes",
+        s.leaked_bytes,
+        format!(
+            "({}) in {} blocks live at exit",
+            human_bytes(s.leaked_bytes),
+            s.leaked_objects
+        ),
+    );
+    let tpct = if s.allocations == 0 {
+        0.0
+    } else {
+        s.temporary_allocations as f64 * 100.0 / s.allocations as f64
+    };
+    row(
+        out,
+        "temporary allocs",
+        s.temporary_allocations,
+        format!("({tpct:.1}% of allocations, freed right away)"),
+    );
     let _ = writeln!(out, "  {:<20} {:>14}", "run time", human_ns(s.runtime_ns));
     row(out, "threads", s.threads, String::new());
 }
@@ -180,20 +271,35 @@ pub fn health(r: &Report) -> String {
         parts.push(format!("{d} events dropped by the monitor"));
     }
     if t.incomplete_stacks > 0 {
-        parts.push(format!("{} stacks missing outer frames", t.incomplete_stacks));
+        parts.push(format!(
+            "{} stacks missing outer frames",
+            t.incomplete_stacks
+        ));
     }
-    let state = if parts.is_empty() { "complete".to_string() } else { parts.join("; ") };
+    let state = if parts.is_empty() {
+        "complete".to_string()
+    } else {
+        parts.join("; ")
+    };
     format!("{state} ({} events)", t.events)
 }
 
 fn more(out: &mut String, shown: usize, total: usize, what: &str) {
     if total > shown {
-        let _ = writeln!(out, "  ... {} more {what} (--top 0 shows all)", total - shown);
+        let _ = writeln!(
+            out,
+            "  ... {} more {what} (--top 0 shows all)",
+            total - shown
+        );
     }
 }
 
 fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
-    let _ = writeln!(out, "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)", o.leak_depth);
+    let _ = writeln!(
+        out,
+        "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)",
+        o.leak_depth
+    );
     if r.leaks.is_empty() {
         let _ = writeln!(out, "  no leaks: every tracked allocation was released");
         return;
@@ -201,9 +307,18 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "  {:>10} {:>20}  path", "allocs", "bytes (%)");
     let n = o.limit(r.leaks.len());
     for l in &r.leaks[..n] {
-        let path = if l.path.is_empty() { "<no stack>".to_string() } else { l.path.join(" > ") };
+        let path = if l.path.is_empty() {
+            "<no stack>".to_string()
+        } else {
+            l.path.join(" > ")
+        };
         let cut = if l.cut { "... > " } else { "" };
-        let _ = writeln!(out, "  {:>10} {}  {cut}{path}", l.allocs, bytes_pct(l.bytes, l.percent, 14));
+        let _ = writeln!(
+            out,
+            "  {:>10} {}  {cut}{path}",
+            l.allocs,
+            bytes_pct(l.bytes, l.percent, 14)
+        );
     }
     more(out, n, r.leaks.len(), "paths");
 }
@@ -211,9 +326,16 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
 fn bins(r: &Report, o: &TextOptions, out: &mut String) {
     let b = &r.bins;
     let _ = writeln!(out, "ALLOCATION BIN TABLE (by requested size)");
-    let _ = writeln!(out, "  {:>8} {:>10} {:>20} {:>10} {:>20}", "size", "allocs", "bytes (%)", "frees", "kept (%)");
+    let _ = writeln!(
+        out,
+        "  {:>8} {:>10} {:>20} {:>10} {:>20}",
+        "size", "allocs", "bytes (%)", "frees", "kept (%)"
+    );
     // Exact sizes: the `--top` largest by bytes, shown in size order; the > 1024 bin always.
-    let (big, exact) = b.rows.split_last().expect("the > 1024 bin is always present");
+    let (big, exact) = b
+        .rows
+        .split_last()
+        .expect("the > 1024 bin is always present");
     let n = o.limit(exact.len());
     let mut shown: Vec<_> = exact.iter().collect();
     shown.sort_by(|x, y| y.bytes.cmp(&x.bytes).then(x.size.cmp(&y.size)));
@@ -232,19 +354,30 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
         );
     }
     let t = &b.total;
-    let _ = writeln!(out, "  {:>8} {:>10} {:>14}       {:>10} {:>14}", "<TOTAL>", t.allocs, t.bytes, t.frees, t.kept_bytes);
+    let _ = writeln!(
+        out,
+        "  {:>8} {:>10} {:>14}       {:>10} {:>14}",
+        "<TOTAL>", t.allocs, t.bytes, t.frees, t.kept_bytes
+    );
     more(out, n, exact.len(), "sizes");
 }
 
 fn direct(r: &Report, o: &TextOptions, out: &mut String) {
     let d = &r.direct;
-    let _ = writeln!(out, "DIRECT ALLOCATION TABLE (functions that called the allocator)");
+    let _ = writeln!(
+        out,
+        "DIRECT ALLOCATION TABLE (functions that called the allocator)"
+    );
     let _ = writeln!(
         out,
         "  {:>5} {:>14} | {:^15} | {:>14} | {:^15} | {:>10}  name",
         "% mem", "bytes", "% mem(size)", "bytes kept", "% all kept", "calls"
     );
-    let _ = writeln!(out, "  {:>5} {:>14} | {:^15} | {:>14} | {:^15} | {:>10}", "", "", "s   m   l   x", "", "s   m   l   x", "");
+    let _ = writeln!(
+        out,
+        "  {:>5} {:>14} | {:>15} | {:>14} | {:>15} | {:>10}",
+        "", "", "s   m   l   x", "", "s   m   l   x", ""
+    );
     let n = o.limit(d.rows.len());
     for row in std::iter::once(&d.total).chain(&d.rows[..n]) {
         let _ = writeln!(
@@ -263,8 +396,15 @@ fn direct(r: &Report, o: &TextOptions, out: &mut String) {
 }
 
 fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
-    let _ = writeln!(out, "ALLOCATION CALL GRAPH (gprof layout: callers above each entry, callees below)");
-    let _ = writeln!(out, "  {:<7} {:>6} {:>14} {:>14} {:>15}  name", "index", "%total", "self", "desc", "called");
+    let _ = writeln!(
+        out,
+        "ALLOCATION CALL GRAPH (gprof layout: callers above each entry, callees below)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<7} {:>6} {:>14} {:>14} {:>15}  name",
+        "index", "%total", "self", "desc", "called"
+    );
     let rule = format!("  {}", "-".repeat(90));
     let edge_line = |out: &mut String, e: &CallGraphEdge| {
         let called = format!("{}/{}", e.calls, e.total_calls);
@@ -286,7 +426,11 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
         for c in &e.callers {
             edge_line(out, c);
         }
-        let called = if e.recursive_calls > 0 { format!("{}+{}", e.calls, e.recursive_calls) } else { e.calls.to_string() };
+        let called = if e.recursive_calls > 0 {
+            format!("{}+{}", e.calls, e.recursive_calls)
+        } else {
+            e.calls.to_string()
+        };
         let _ = writeln!(
             out,
             "  {:<7} {:>6.1} {:>14} {:>14} {:>15}  {} [{}]",
@@ -299,7 +443,16 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
             e.index
         );
         if e.is_cycle {
-            let _ = writeln!(out, "  {:<7} {:>6} {:>14} {:>14} {:>15}    members: {}", "", "", "", "", "", e.members.join(", "));
+            let _ = writeln!(
+                out,
+                "  {:<7} {:>6} {:>14} {:>14} {:>15}    members: {}",
+                "",
+                "",
+                "",
+                "",
+                "",
+                e.members.join(", ")
+            );
         }
         for c in &e.callees {
             edge_line(out, c);
@@ -309,4 +462,27 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
         let _ = writeln!(out, "{rule}");
     }
     more(out, n, r.call_graph.len(), "entries");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_keeps_the_command_on_one_line() {
+        assert_eq!(shell_quote("-c"), "-c");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote("x\ny"), "\"x\\ny\"");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn percent_cells_blank_below_one() {
+        assert_eq!(pcell(0.99), "   ");
+        assert_eq!(pcell(1.0), "  1");
+        assert_eq!(pcell(99.6), "100");
+        assert_eq!(human_bytes(2_040_000), "1.95 MiB");
+        assert_eq!(human_ns(1_500_000_000), "1.500 s");
+    }
 }

@@ -1,8 +1,7 @@
 //! Stack interning: every distinct call stack becomes one node id of a global trie of return
 //! addresses (outermost frame at the root), so an event carries one small integer instead of
-//! its frames. New nodes are written to the trace as Stacks records. A per-thread cache keyed by
-//! a hash of the whole stack makes repeated stacks (the common case: mprof saw most stacks
-//! repeat) cost no lock at all.
+//! its frames. New nodes are written to the trace as Stacks records. A per-thread cache of trie
+//! edges makes the frames a capture unwinds (see `unwind::Walker`) cost no lock once seen.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -31,27 +30,26 @@ impl Trie {
         Self { children: FxMap::default(), next_id: 1, pending: Vec::new(), pending_first: 1, nodes: 0 }
     }
 
+    /// The node for stack `parent` extended by the caller frame `addr`, created if new.
+    pub fn child(&mut self, parent: u32, addr: u64) -> u32 {
+        if let Some(&c) = self.children.get(&(parent, addr)) {
+            return c;
+        }
+        let child = self.next_id;
+        self.next_id += 1;
+        self.nodes += 1;
+        if self.pending.is_empty() {
+            self.pending_first = child;
+            StackNode::begin(&mut self.pending, child);
+        }
+        StackNode::push(&mut self.pending, child, parent, addr);
+        self.children.insert((parent, addr), child);
+        child
+    }
+
     /// Interns `frames` (innermost first) and returns the leaf's id.
     pub fn intern(&mut self, frames: &[u64]) -> u32 {
-        let mut id = 0u32;
-        for &addr in frames.iter().rev() {
-            id = match self.children.get(&(id, addr)) {
-                Some(&child) => child,
-                None => {
-                    let child = self.next_id;
-                    self.next_id += 1;
-                    self.nodes += 1;
-                    if self.pending.is_empty() {
-                        self.pending_first = child;
-                        StackNode::begin(&mut self.pending, child);
-                    }
-                    StackNode::push(&mut self.pending, child, id, addr);
-                    self.children.insert((id, addr), child);
-                    child
-                }
-            };
-        }
-        id
+        frames.iter().rev().fold(0, |id, &addr| self.child(id, addr))
     }
 
     /// Takes the Stacks payload of the nodes created since the last call (empty if none).
@@ -70,17 +68,18 @@ const CACHE_SLOTS: usize = 4096;
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
-    hash: u64,
-    depth: u32,
-    id: u32,
+    addr: u64,
+    parent: u32,
+    child: u32,
 }
 
-/// A thread's direct-mapped cache from stack hash to node id.
-pub struct StackCache {
+/// A thread's direct-mapped cache of trie edges, (parent, return address) → child, so that
+/// interning the few frames a capture had to unwind takes no lock once they have been seen.
+pub struct NodeCache {
     slots: Box<[Slot]>,
 }
 
-impl StackCache {
+impl NodeCache {
     /// An empty cache (64 KiB).
     pub fn new() -> Self {
         Self { slots: vec![Slot::default(); CACHE_SLOTS].into_boxed_slice() }
@@ -91,41 +90,27 @@ impl StackCache {
         self.slots.fill(Slot::default());
     }
 
-    /// The node id of `frames` (innermost first), from the cache or else from the trie.
+    /// The child of `parent` for caller frame `addr`, from the cache or else from the trie.
     #[inline]
-    pub fn intern(&mut self, frames: &[u64]) -> u32 {
-        if frames.is_empty() {
-            return 0;
+    pub fn child(&mut self, parent: u32, addr: u64) -> u32 {
+        let h = (addr ^ u64::from(parent).wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        let slot = &mut self.slots[(h >> 52) as usize & (CACHE_SLOTS - 1)];
+        if slot.child != 0 && slot.addr == addr && slot.parent == parent {
+            return slot.child;
         }
-        let hash = hash_frames(frames);
-        let slot = &mut self.slots[(hash as usize) & (CACHE_SLOTS - 1)];
-        if slot.hash == hash && slot.depth == frames.len() as u32 && slot.id != 0 {
-            return slot.id;
-        }
-        let id = match TRIE.lock() {
-            Ok(mut t) => t.get_or_insert_with(Trie::new).intern(frames),
+        let child = match TRIE.lock() {
+            Ok(mut t) => t.get_or_insert_with(Trie::new).child(parent, addr),
             Err(_) => return 0,
         };
-        *slot = Slot { hash, depth: frames.len() as u32, id };
-        id
+        *slot = Slot { addr, parent, child };
+        child
     }
 }
 
-impl Default for StackCache {
+impl Default for NodeCache {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// A 64-bit hash of the frames (a multiply-rotate mix; collisions between distinct stacks of
-/// the same depth are negligible at 2^-64 per pair).
-#[inline]
-fn hash_frames(frames: &[u64]) -> u64 {
-    let mut h: u64 = 0x9e37_79b9_7f4a_7c15;
-    for &f in frames {
-        h = (h ^ f).wrapping_mul(0xff51_afd7_ed55_8ccd).rotate_left(29);
-    }
-    h ^ (h >> 32)
 }
 
 #[cfg(test)]

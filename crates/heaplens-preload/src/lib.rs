@@ -12,7 +12,8 @@
 //!
 //! Configuration comes from the environment `heaplens run` sets:
 //! `HEAPLENS_OUTPUT` (trace path; `%p` becomes the pid), `HEAPLENS_MAX_FRAMES` (stack depth
-//! cap, default 1024), `HEAPLENS_FOLLOW_CHILDREN=1` (keep `LD_PRELOAD` for exec'd programs).
+//! cap, default 1024), `HEAPLENS_FOLLOW_CHILDREN=1` (keep `LD_PRELOAD` for exec'd programs),
+//! `HEAPLENS_FULL_UNWIND=1` (unwind every stack to the root, for checking the incremental walk).
 
 pub mod hooks;
 pub mod intern;
@@ -44,13 +45,16 @@ pub struct Config {
     pub max_frames: usize,
     /// Whether exec'd programs are profiled too.
     pub follow_children: bool,
+    /// Unwind every stack completely instead of stopping where it meets the previous one
+    /// (`HEAPLENS_FULL_UNWIND=1`; slower, for checking the incremental walk).
+    pub full_unwind: bool,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
 /// The settings (defaults before start-up).
 pub fn config() -> &'static Config {
-    CONFIG.get_or_init(|| Config { output: PathBuf::new(), max_frames: 1024, follow_children: false })
+    CONFIG.get_or_init(|| Config { output: PathBuf::new(), max_frames: 1024, follow_children: false, full_unwind: false })
 }
 
 const OFF: u8 = 0;
@@ -99,7 +103,8 @@ fn start() {
     let output = PathBuf::from(out.to_string_lossy().replace("%p", &pid.to_string()));
     let max_frames = std::env::var("HEAPLENS_MAX_FRAMES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024usize).clamp(1, 1 << 16);
     let follow_children = std::env::var_os("HEAPLENS_FOLLOW_CHILDREN").is_some_and(|v| v == "1");
-    let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children });
+    let full_unwind = std::env::var_os("HEAPLENS_FULL_UNWIND").is_some_and(|v| v == "1");
+    let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind });
     if !follow_children {
         forget_preload();
     }
@@ -152,7 +157,7 @@ fn forget_preload() {
             std::env::set_var("LD_PRELOAD", rest.join(":"));
         }
     }
-    for k in ["HEAPLENS_OUTPUT", "HEAPLENS_MAX_FRAMES", "HEAPLENS_FOLLOW_CHILDREN"] {
+    for k in ["HEAPLENS_OUTPUT", "HEAPLENS_MAX_FRAMES", "HEAPLENS_FOLLOW_CHILDREN", "HEAPLENS_FULL_UNWIND"] {
         std::env::remove_var(k);
     }
 }

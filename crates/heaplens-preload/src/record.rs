@@ -8,16 +8,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use heaplens_trace::Op;
 
 use crate::thread::ThreadState;
-use crate::{modules, output, procinfo, thread, unwind};
+use crate::{modules, output, procinfo, thread};
 
 /// Captures the caller's stack and returns its trie node.
 #[inline(always)]
 fn stack_id(t: &mut ThreadState) -> u32 {
-    let (mut n, unknown) = unwind::capture(&mut t.frames, &mut t.unwind, &t.stack);
-    if unknown && modules_changed() {
-        n = unwind::capture(&mut t.frames, &mut t.unwind, &t.stack).0;
+    let nodes = &mut t.nodes;
+    let (id, c) = t.walker.capture(&t.stack, |parent, addr| nodes.child(parent, addr));
+    if c.unknown_code && modules_changed() {
+        return t.walker.capture(&t.stack, |parent, addr| nodes.child(parent, addr)).0;
     }
-    t.stacks.intern(&t.frames[..n])
+    id
 }
 
 static LAST_ADDS: AtomicU64 = AtomicU64::new(0);

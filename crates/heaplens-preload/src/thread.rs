@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use heaplens_trace::event::MAX_EVENT_LEN;
 use heaplens_trace::EventEncoder;
 
-use crate::intern::StackCache;
+use crate::intern::NodeCache;
 use crate::{output, procinfo, tls, unwind};
 
 /// Bytes of events a thread collects before handing them to the writer.
@@ -24,12 +24,10 @@ pub struct ThreadState {
     pos: usize,
     header: usize,
     enc: EventEncoder,
-    /// Stack hash → trie node.
-    pub stacks: StackCache,
-    /// framehop's unwind-rule cache.
-    pub unwind: Box<unwind::Cache>,
-    /// Scratch space for one captured stack.
-    pub frames: Box<[u64]>,
+    /// Trie edges this thread has used.
+    pub nodes: NodeCache,
+    /// The stack walker, which remembers the previous stack.
+    pub walker: unwind::Walker,
     /// This thread's stack, bounding the unwinder's reads.
     pub stack: Range<u64>,
 }
@@ -46,9 +44,12 @@ impl ThreadState {
             pos: 0,
             header: 0,
             enc: EventEncoder::default(),
-            stacks: StackCache::new(),
-            unwind: Box::default(),
-            frames: vec![0u64; max_frames.max(1)].into_boxed_slice(),
+            nodes: NodeCache::new(),
+            walker: {
+                let mut w = unwind::Walker::new(max_frames);
+                w.incremental = !crate::config().full_unwind;
+                w
+            },
             stack,
         };
         s.begin();
@@ -112,7 +113,8 @@ impl ThreadState {
     pub fn reset_after_fork(&mut self) {
         self.tid = procinfo::gettid();
         self.lock.store(false, Ordering::Release);
-        self.stacks.clear();
+        self.nodes.clear();
+        self.walker.forget();
         self.begin();
     }
 }

@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{ExplicitModuleSectionInfo, MustNotAllocateDuringUnwind, Unwinder};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
 use heaplens_trace::Segment;
 
 /// Per-thread unwind-rule cache (allocation-free during unwinding).
@@ -124,62 +124,185 @@ pub fn set_own_range(range: Range<u64>) {
     OWN_HI.store(range.end, Ordering::Relaxed);
 }
 
-/// Fills `out` with the calling thread's return addresses, innermost first, starting at the
-/// first frame outside this library (the program's call to the allocation function). Stack
-/// reads are confined to `[sp, stack.end)`, and to nothing when `sp` is outside `stack` (a
-/// signal or coroutine stack whose bounds are unknown: reading past them could fault).
-/// Returns the number of frames written, and whether the walk stopped in code no known module
-/// covers (a library loaded since the last refresh: refresh and capture again).
-#[inline(never)]
-pub fn capture(out: &mut [u64], cache: &mut Cache, stack: &Range<u64>) -> (usize, bool) {
-    let snap = CURRENT.load(Ordering::Acquire);
-    if snap.is_null() || out.is_empty() {
-        return (0, false);
-    }
-    // SAFETY: snapshots are never freed.
-    let snap = unsafe { &*snap };
-    let unwinder = &snap.unwinder;
-    let (ip, sp, bp): (u64, u64, u64);
-    // SAFETY: reads three registers, touches no memory.
-    unsafe {
-        asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp", ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp, options(nomem, nostack, preserves_flags));
-    }
-    let hi = if stack.contains(&sp) { stack.end } else { sp };
-    let mut read = |addr: u64| {
-        if addr >= sp && addr.checked_add(8).is_some_and(|e| e <= hi) && addr % 8 == 0 {
-            // SAFETY: within this thread's live stack.
-            Ok(unsafe { std::ptr::read(addr as *const u64) })
-        } else {
-            Err(())
+/// Where a thread's previous stack was, so the next capture can stop unwinding where the
+/// stacks meet again (mprof saw 60-75% of a call chain unchanged between allocations).
+///
+/// Frames are kept innermost first. `slot[i]` is the stack address holding return address
+/// `ret[i]` (on x86_64 always the unwound frame's CFA - 8), and `node[i]` the trie node of the
+/// path from the root down to frame `i`.
+pub struct Walker {
+    /// framehop's unwind-rule cache.
+    cache: Box<Cache>,
+    ret: Box<[u64]>,
+    slot: Box<[u64]>,
+    node: Box<[u32]>,
+    len: usize,
+    /// False when the previous stack was cut at the depth cap: its outer frames are unknown,
+    /// so nothing may be matched against it.
+    whole: bool,
+    new_ret: Box<[u64]>,
+    new_slot: Box<[u64]>,
+    /// Frames of the last capture, innermost first, and how many.
+    pub frames: Box<[u64]>,
+    /// Whether captures may stop where they meet the previous stack (off: unwind everything,
+    /// for checking that both give the same stacks).
+    pub incremental: bool,
+}
+
+/// What one capture found.
+pub struct Capture {
+    /// Frames captured, innermost first (in [`Walker::frames`]).
+    pub depth: usize,
+    /// Frames that had to be unwound (the rest were matched to the previous stack).
+    pub unwound: usize,
+    /// The walk stopped in code no known module covers: refresh modules and capture again.
+    pub unknown_code: bool,
+}
+
+impl Walker {
+    /// A walker for stacks of at most `max_frames` frames.
+    pub fn new(max_frames: usize) -> Self {
+        let n = max_frames.max(1);
+        Self {
+            cache: Box::default(),
+            ret: vec![0; n].into_boxed_slice(),
+            slot: vec![0; n].into_boxed_slice(),
+            node: vec![0; n].into_boxed_slice(),
+            len: 0,
+            whole: false,
+            new_ret: vec![0; n].into_boxed_slice(),
+            new_slot: vec![0; n].into_boxed_slice(),
+            frames: vec![0; n].into_boxed_slice(),
+            incremental: true,
         }
-    };
-    let (own_lo, own_hi) = (OWN_LO.load(Ordering::Relaxed), OWN_HI.load(Ordering::Relaxed));
-    let mut it = unwinder.iter_frames(ip, UnwindRegsX86_64::new(ip, sp, bp), cache, &mut read);
-    let mut n = 0;
-    let mut in_monitor = true;
-    let mut failed = false;
-    loop {
-        let frame = match it.next() {
-            Ok(Some(f)) => f,
-            Ok(None) => break,
-            Err(_) => {
-                failed = true;
-                break;
+    }
+
+    /// Forgets the previous stack (its trie nodes are gone after fork).
+    pub fn forget(&mut self) {
+        self.len = 0;
+        self.whole = false;
+    }
+
+    /// Captures the calling thread's stack, from the first frame outside this library (the
+    /// program's call into the allocator) outwards, and returns its trie node. `intern` maps
+    /// (parent node, return address) to the child node. Stack reads are confined to
+    /// `[sp, stack.end)`, and to nothing when `sp` is outside `stack` (a signal or coroutine
+    /// stack with unknown bounds, where reading could fault).
+    #[inline(never)]
+    pub fn capture(&mut self, stack: &Range<u64>, mut intern: impl FnMut(u32, u64) -> u32) -> (u32, Capture) {
+        let none = Capture { depth: 0, unwound: 0, unknown_code: false };
+        let snap = CURRENT.load(Ordering::Acquire);
+        if snap.is_null() {
+            return (0, none);
+        }
+        // SAFETY: snapshots are never freed.
+        let snap = unsafe { &*snap };
+        let (ip, sp, bp): (u64, u64, u64);
+        // SAFETY: reads three registers, touches no memory.
+        unsafe {
+            asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp", ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp, options(nomem, nostack, preserves_flags));
+        }
+        let hi = if stack.contains(&sp) { stack.end } else { sp };
+        let readable = |addr: u64| addr >= sp && addr.checked_add(8).is_some_and(|e| e <= hi) && addr % 8 == 0;
+        let mut read = |addr: u64| {
+            if readable(addr) {
+                // SAFETY: within this thread's live stack.
+                Ok(unsafe { std::ptr::read(addr as *const u64) })
+            } else {
+                Err(())
             }
         };
-        let a = frame.address();
-        if in_monitor {
-            if a >= own_lo && a < own_hi {
-                continue;
+        let (own_lo, own_hi) = (OWN_LO.load(Ordering::Relaxed), OWN_HI.load(Ordering::Relaxed));
+        let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
+        let mut addr = FrameAddress::from_instruction_pointer(ip);
+        let mut in_monitor = true;
+        let mut n = 0;
+        let mut k = 0;
+        let mut matched = None;
+        let mut failed = false;
+        let cap = self.new_ret.len();
+        loop {
+            let ret = match snap.unwinder.unwind_frame(addr, &mut regs, &mut self.cache, &mut read) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            };
+            let Some(next) = FrameAddress::from_return_address(ret) else { break };
+            addr = next;
+            if in_monitor {
+                if ret >= own_lo && ret < own_hi {
+                    continue;
+                }
+                in_monitor = false;
             }
-            in_monitor = false;
+            let slot = regs.sp().wrapping_sub(8);
+            if self.whole && self.incremental {
+                while k < self.len && self.slot[k] < slot {
+                    k += 1;
+                }
+                if k < self.len && self.slot[k] == slot && self.ret[k] == ret && self.outer_intact(k + 1, &readable) {
+                    matched = Some(k);
+                    break;
+                }
+            }
+            self.new_ret[n] = ret;
+            self.new_slot[n] = slot;
+            n += 1;
+            if n == cap {
+                break;
+            }
         }
-        out[n] = a;
-        n += 1;
-        if n == out.len() {
-            break;
+        let unknown_code = failed && n > 0 && !snap.ranges.iter().any(|r| r.contains(&self.new_ret[n - 1]));
+        // The new stack: the unwound frames, then the previous stack's frames from the match.
+        let (keep_from, base) = match matched {
+            Some(k) => (k, self.node[k]),
+            None => (self.len, 0),
+        };
+        let kept = self.len - keep_from;
+        let whole = (matched.is_some() || n < cap) && n + kept <= self.ret.len();
+        if n + kept > self.ret.len() {
+            // Deeper than the cap: keep the innermost frames, drop the outer part of the path.
+            let id = self.intern_fresh(n, 0, &mut intern);
+            self.len = n;
+            self.whole = false;
+            self.frames[..n].copy_from_slice(&self.new_ret[..n]);
+            return (id, Capture { depth: n, unwound: n, unknown_code });
         }
+        self.ret.copy_within(keep_from..self.len, n);
+        self.slot.copy_within(keep_from..self.len, n);
+        self.node.copy_within(keep_from..self.len, n);
+        self.ret[..n].copy_from_slice(&self.new_ret[..n]);
+        self.slot[..n].copy_from_slice(&self.new_slot[..n]);
+        self.len = n + kept;
+        // A walk that stopped in unknown code ends differently once the module is known.
+        self.whole = whole && !unknown_code;
+        let id = self.intern_fresh(n, base, &mut intern);
+        self.frames[..self.len].copy_from_slice(&self.ret[..self.len]);
+        (id, Capture { depth: self.len, unwound: n, unknown_code })
     }
-    let unknown = failed && n > 0 && !snap.ranges.iter().any(|r| r.contains(&out[n - 1]));
-    (n, unknown)
+
+    /// Interns the `n` innermost frames below node `base`, filling `node[..n]`.
+    fn intern_fresh(&mut self, n: usize, base: u32, intern: &mut impl FnMut(u32, u64) -> u32) -> u32 {
+        let mut id = base;
+        for i in (0..n).rev() {
+            id = intern(id, self.new_ret[i]);
+            self.node[i] = id;
+        }
+        id
+    }
+
+    /// True when every frame of the previous stack from `from` outwards is still in place: its
+    /// return address still sits in its slot. A caller that returned and was called again from
+    /// another site would have overwritten at least one of them.
+    #[inline]
+    fn outer_intact(&self, from: usize, readable: &impl Fn(u64) -> bool) -> bool {
+        (from..self.len).all(|i| {
+            let s = self.slot[i];
+            // SAFETY: read only after the bounds check.
+            readable(s) && unsafe { std::ptr::read(s as *const u64) } == self.ret[i]
+        })
+    }
 }

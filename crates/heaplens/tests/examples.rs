@@ -436,3 +436,59 @@ fn dlopen_plugin_is_symbolized() {
 fn dlclosed_plugin_is_still_symbolized() {
     check_plugin(true);
 }
+
+/// Trace files in `dir` named `stem` or `stem.*`.
+fn traces_named(dir: &WorkDir, stem: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(&dir.path)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n == stem || n.starts_with(&format!("{stem}."))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn exec_children_are_profiled_only_when_asked() {
+    let dir = WorkDir::new("follow");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let script = format!("{0} 100 && {0} 50 3", exe.display());
+
+    // Without --follow-children: one trace, of the shell; the programs it runs are not profiled.
+    let trace = dir.join("plain.hltrace");
+    let out = run_traced(&dir, &trace, "/bin/sh", &["-c", &script]).ok("heaplens run sh");
+    assert_eq!(truths(&out.stdout, "widgets").len(), 2, "{}", out.show());
+    let files = traces_named(&dir, "plain.hltrace");
+    assert_eq!(files, [trace.clone()], "only the shell's trace");
+    let v = report(&dir, &trace);
+    assert!(bin_row(&v, WIDGET).is_none(), "widgets were profiled without --follow-children");
+
+    // With it: each widgets run writes its own trace, listed by heaplens run.
+    let trace = dir.join("follow.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.args(["run", "--follow-children", "-o"]).arg(&trace).args(["--", "/bin/sh", "-c", &script]);
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --follow-children sh");
+    assert_no_panic(&out, "heaplens run --follow-children");
+    let truth_lines = truths(&out.stdout, "widgets");
+    assert_eq!(truth_lines.len(), 2, "{}", out.show());
+    let mut seen = Vec::new();
+    for f in traces_named(&dir, "follow.hltrace") {
+        let v = report(&dir, &f);
+        if !at(&v, "process/exe").as_str().unwrap_or("").ends_with("/widgets") {
+            continue;
+        }
+        assert!(out.stderr.contains(&f.display().to_string()), "{} not listed\n{}", f.display(), out.show());
+        let argv: Vec<String> =
+            arr(&v, "process/argv").iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
+        let t = truth_lines
+            .iter()
+            .find(|t| argv.get(1) == t.get("made"))
+            .unwrap_or_else(|| panic!("no truth line for argv {argv:?}"));
+        check_widgets(&v, t, "widgets");
+        seen.push(argv);
+    }
+    assert_eq!(seen.len(), 2, "expected a trace for each widgets run, got {seen:?}");
+}

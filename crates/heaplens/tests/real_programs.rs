@@ -197,3 +197,27 @@ fn git_commit_and_log() {
     let (out, _) = same_both_ways(&dir, &env, &git, &["-C", &repo_s, "cat-file", "-t", "nonexistent"]);
     assert!(!out.status.success(), "git cat-file of a missing object fails");
 }
+
+#[test]
+fn stdin_passes_through() {
+    let dir = WorkDir::new("stdin");
+    let sqlite = tool("sqlite3");
+    let sql = "CREATE TABLE t(x);\nINSERT INTO t VALUES (1),(2),(3);\nSELECT sum(x) FROM t;\n";
+    let trace = dir.join("stdin.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.arg("run").arg("-o").arg(&trace).arg("--").arg(&sqlite);
+    cmd.current_dir(&dir.path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("start heaplens run sqlite3");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(sql.as_bytes()).unwrap();
+    }
+    let out = wait_with_timeout(child, "heaplens run sqlite3 < sql").ok("heaplens run sqlite3");
+    assert_eq!(out.stdout, "6\n", "sqlite3 read its SQL from stdin\n{}", out.show());
+    let v = report(&dir, &trace);
+    assert_consistent(&v);
+}

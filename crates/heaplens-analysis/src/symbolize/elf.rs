@@ -3,11 +3,12 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use addr2line::Loader;
 use heaplens_trace::ModuleRecord;
-use object::Object;
+use object::{Object, ReadCache};
 
 use super::{Frame, Symbolizer};
 
@@ -20,7 +21,8 @@ struct Module {
     basename: String,
     base: u64,
     build_id: Vec<u8>,
-    files: OnceCell<Option<Files>>,
+    /// The opened files, or why they could not be used.
+    files: OnceCell<Result<Files, String>>,
 }
 
 /// The module's own file and, when the DWARF lives elsewhere, its separate debug file.
@@ -72,44 +74,77 @@ impl ElfSymbolizer {
         let n = self.ranges.partition_point(|r| r.0 <= addr);
         // Scan back over ranges starting at or below addr; the nearest containing one wins.
         // Segments rarely overlap, so this loop ends after a step or two.
-        self.ranges[..n].iter().rev().take(64).find(|r| addr < r.1).map(|r| &self.modules[r.2])
+        self.ranges[..n]
+            .iter()
+            .rev()
+            .take(64)
+            .find(|r| addr < r.1)
+            .map(|r| &self.modules[r.2])
     }
 }
 
 impl Module {
+    /// The vDSO and anonymous entries have no file to open; that is not worth a warning.
+    fn has_file(&self) -> bool {
+        !(self.path.is_empty() || self.path.starts_with("linux-vdso") || self.path.starts_with('['))
+    }
+
     fn files(&self) -> Option<&Files> {
-        self.files.get_or_init(|| open_files(&self.path, &self.build_id)).as_ref()
+        if !self.has_file() {
+            return None;
+        }
+        self.files
+            .get_or_init(|| open_files(&self.path, &self.build_id))
+            .as_ref()
+            .ok()
     }
 }
 
-fn open_files(path: &str, build_id: &[u8]) -> Option<Files> {
-    if path.is_empty() || path.starts_with("linux-vdso") || path.starts_with('[') {
-        return None;
+fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
+    let cache = ReadCache::new(file);
+    let obj = object::File::parse(&cache).map_err(|e| format!("cannot parse {path}: {e}"))?;
+    let file_id = obj.build_id().ok().flatten().map(<[u8]>::to_vec);
+    if let Some(file_id) = &file_id {
+        // A rebuilt file would give confident wrong names: better none.
+        if !build_id.is_empty() && file_id != build_id {
+            return Err(format!(
+                "{path} changed since the run (build id differs): not symbolized"
+            ));
+        }
     }
-    let primary = Loader::new(path).ok()?;
-    // Probing the section table is cheap; reading the file to look for a debug link is not.
-    let has_dwarf = primary.get_section_range(b".debug_info").is_some_and(|r| r.end > r.begin);
+    let primary = Loader::new(path).map_err(|e| format!("cannot load {path}: {e}"))?;
+    // Probing the section table is cheap; a separate debug file is looked for only when needed.
+    let has_dwarf = primary
+        .get_section_range(b".debug_info")
+        .is_some_and(|r| r.end > r.begin);
     let debug = if has_dwarf {
         None
     } else {
-        debug_file(Path::new(path), build_id).and_then(|p| Loader::new(p).ok())
+        let id = if build_id.is_empty() {
+            file_id.unwrap_or_default()
+        } else {
+            build_id.to_vec()
+        };
+        debug_file(Path::new(path), &obj, &id).and_then(|p| Loader::new(p).ok())
     };
-    Some(Files { primary, debug })
+    Ok(Files { primary, debug })
 }
 
 /// Finds the separate debug file of `path`: by build id under /usr/lib/debug/.build-id, then by
 /// `.gnu_debuglink` next to the file, in its `.debug/` directory, and under /usr/lib/debug.
-fn debug_file(path: &Path, build_id: &[u8]) -> Option<PathBuf> {
-    let data = std::fs::read(path).ok()?;
-    let obj = object::File::parse(&*data).ok()?;
-    let id: Vec<u8> = if build_id.is_empty() {
-        obj.build_id().ok().flatten().map(<[u8]>::to_vec).unwrap_or_default()
-    } else {
-        build_id.to_vec()
-    };
+fn debug_file<'d, R: object::ReadRef<'d>>(
+    path: &Path,
+    obj: &object::File<'d, R>,
+    id: &[u8],
+) -> Option<PathBuf> {
     if id.len() >= 2 {
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        let p = PathBuf::from(format!("{DEBUG_ROOT}/.build-id/{}/{}.debug", &hex[..2], &hex[2..]));
+        let p = PathBuf::from(format!(
+            "{DEBUG_ROOT}/.build-id/{}/{}.debug",
+            &hex[..2],
+            &hex[2..]
+        ));
         if p.is_file() {
             return Some(p);
         }
@@ -119,9 +154,13 @@ fn debug_file(path: &Path, build_id: &[u8]) -> Option<PathBuf> {
     let dir = path.parent().unwrap_or(Path::new("/"));
     let canon_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let global = Path::new(DEBUG_ROOT).join(canon_dir.strip_prefix("/").unwrap_or(&canon_dir));
-    [dir.join(name), dir.join(".debug").join(name), global.join(name)]
-        .into_iter()
-        .find(|p| p.is_file() && p.as_path() != path)
+    [
+        dir.join(name),
+        dir.join(".debug").join(name),
+        global.join(name),
+    ]
+    .into_iter()
+    .find(|p| p.is_file() && p.as_path() != path)
 }
 
 fn demangle(name: &str) -> String {
@@ -135,7 +174,10 @@ impl Files {
         self.debug
             .iter()
             .chain(std::iter::once(&self.primary))
-            .find_map(|l| l.find_symbol_info(probe).map(|s| (demangle(s.name()), s.address())))
+            .find_map(|l| {
+                l.find_symbol_info(probe)
+                    .map(|s| (demangle(s.name()), s.address()))
+            })
     }
 
     fn dwarf(&self) -> &Loader {
@@ -144,13 +186,24 @@ impl Files {
 }
 
 impl Symbolizer for ElfSymbolizer {
+    fn warnings(&self) -> Vec<String> {
+        self.modules
+            .iter()
+            .filter_map(|m| m.files.get().and_then(|f| f.as_ref().err().cloned()))
+            .collect()
+    }
+
     fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
         let Some(m) = self.module_of(ret_addr.wrapping_sub(1)) else {
             out.push(Frame::default());
             return;
         };
         let offset = ret_addr.wrapping_sub(m.base);
-        let unknown = Frame { module: Some(m.basename.clone()), module_offset: offset, ..Frame::default() };
+        let unknown = Frame {
+            module: Some(m.basename.clone()),
+            module_offset: offset,
+            ..Frame::default()
+        };
         let Some(files) = m.files() else {
             out.push(unknown);
             return;
@@ -159,12 +212,21 @@ impl Symbolizer for ElfSymbolizer {
         let start = out.len();
         if let Ok(mut frames) = files.dwarf().find_frames(probe) {
             while let Ok(Some(f)) = frames.next() {
-                let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(Cow::into_owned);
+                let function = f
+                    .function
+                    .as_ref()
+                    .and_then(|n| n.demangle().ok())
+                    .map(Cow::into_owned);
                 let (file, line) = match f.location {
                     Some(l) => (l.file.map(str::to_string), l.line),
                     None => (None, None),
                 };
-                out.push(Frame { function, file, line, ..unknown.clone() });
+                out.push(Frame {
+                    function,
+                    file,
+                    line,
+                    ..unknown.clone()
+                });
             }
         }
         if out.len() == start {

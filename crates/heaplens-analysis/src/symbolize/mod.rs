@@ -34,6 +34,12 @@ pub trait Symbolizer {
     /// at the end of a function or inlined range is attributed to the caller's call line.
     /// Always appends at least one frame (with `function: None` when nothing is known).
     fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>);
+
+    /// Problems met so far that cost names (a module file missing or rebuilt since the run),
+    /// one line each.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A symbolizer from a fixed table, for tests and synthetic traces: each return address maps
@@ -51,7 +57,13 @@ impl MapSymbolizer {
 
     /// Maps `ret_addr` to one frame named `function`.
     pub fn add(&mut self, ret_addr: u64, function: &str) -> &mut Self {
-        self.add_frames(ret_addr, vec![Frame { function: Some(function.into()), ..Frame::default() }])
+        self.add_frames(
+            ret_addr,
+            vec![Frame {
+                function: Some(function.into()),
+                ..Frame::default()
+            }],
+        )
     }
 
     /// Maps `ret_addr` to explicit frames, innermost first.
@@ -65,7 +77,10 @@ impl Symbolizer for MapSymbolizer {
     fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
         match self.table.get(&ret_addr) {
             Some(f) if !f.is_empty() => out.extend(f.iter().cloned()),
-            _ => out.push(Frame { module_offset: ret_addr, ..Frame::default() }),
+            _ => out.push(Frame {
+                module_offset: ret_addr,
+                ..Frame::default()
+            }),
         }
     }
 }
