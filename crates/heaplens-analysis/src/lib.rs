@@ -9,6 +9,8 @@
 //! # Ok::<(), heaplens_analysis::LoadError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod analyze;
 pub mod load;
 pub mod model;

@@ -18,20 +18,22 @@ use crate::progress::Progress;
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file could not be opened, is not a heaplens trace, or has another version.
-    #[error("cannot read trace {path}: {source}")]
+    // The reason is part of the message and deliberately not a `source`: error chains printed
+    // with `{:#}` would repeat it.
+    #[error("cannot read trace {path}: {reason}")]
     Open {
         /// The file.
         path: PathBuf,
         /// What went wrong.
-        source: ReadError,
+        reason: ReadError,
     },
     /// An I/O error while reading blocks.
-    #[error("error reading trace {path}: {source}")]
+    #[error("error reading trace {path}: {reason}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What went wrong.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
 }
 
@@ -59,12 +61,20 @@ pub struct StackTable {
     addr: Vec<u64>,
 }
 
+/// Largest stack node id accepted (2^28 nodes, 3 GiB of tables): guards the dense tables
+/// indexed by id against a wild id.
+pub const MAX_STACK_ID: u32 = 1 << 28;
+
 /// Marks a node id whose definition was never read (a truncated or damaged trace).
 const UNDEFINED: u32 = u32::MAX;
 
 impl StackTable {
-    /// Adds (or redefines) a node.
-    pub fn insert(&mut self, n: StackNode) {
+    /// Adds (or redefines) a node; false (and nothing stored) for an id above
+    /// [`MAX_STACK_ID`], which only a damaged writer produces.
+    pub fn insert(&mut self, n: StackNode) -> bool {
+        if n.id > MAX_STACK_ID {
+            return false;
+        }
         let i = n.id as usize;
         if i >= self.parent.len() {
             self.parent.resize(i + 1, UNDEFINED);
@@ -72,6 +82,7 @@ impl StackTable {
         }
         self.parent[i] = n.parent;
         self.addr[i] = n.addr;
+        true
     }
 
     /// Number of node slots (highest defined id + 1).
@@ -152,15 +163,15 @@ impl Trace {
     /// # Errors
     /// [`LoadError`] when the file cannot be opened or is not a heaplens trace.
     pub fn load(path: &Path, progress: bool) -> Result<Trace, LoadError> {
-        let reader = TraceReader::open(path).map_err(|source| LoadError::Open {
+        let reader = TraceReader::open(path).map_err(|reason| LoadError::Open {
             path: path.into(),
-            source,
+            reason,
         })?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let bar = Progress::bytes(progress, size, "reading trace");
-        let mut t = Self::read_blocks(reader, Some(&bar)).map_err(|source| LoadError::Io {
+        let mut t = Self::read_blocks(reader, Some(&bar)).map_err(|reason| LoadError::Io {
             path: path.into(),
-            source,
+            reason,
         })?;
         bar.finish();
         t.path = path.into();
@@ -172,13 +183,13 @@ impl Trace {
     /// # Errors
     /// [`LoadError`] when the input is not a heaplens trace or cannot be read.
     pub fn from_reader<R: Read>(input: R) -> Result<Trace, LoadError> {
-        let reader = TraceReader::new(input).map_err(|source| LoadError::Open {
+        let reader = TraceReader::new(input).map_err(|reason| LoadError::Open {
             path: PathBuf::new(),
-            source,
+            reason,
         })?;
-        Self::read_blocks(reader, None).map_err(|source| LoadError::Io {
+        Self::read_blocks(reader, None).map_err(|reason| LoadError::Io {
             path: PathBuf::new(),
-            source,
+            reason,
         })
     }
 
@@ -201,8 +212,11 @@ impl Trace {
                     .is_ok(),
                 BlockKind::Stacks => match StackNode::decode_all(&payload) {
                     Ok(nodes) => {
-                        nodes.into_iter().for_each(|n| t.stacks.insert(n));
-                        true
+                        let mut ok = true;
+                        for n in nodes {
+                            ok &= t.stacks.insert(n);
+                        }
+                        ok
                     }
                     Err(_) => false,
                 },

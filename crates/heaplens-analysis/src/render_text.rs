@@ -402,8 +402,13 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
     );
     let _ = writeln!(
         out,
+        "  self: bytes it allocated itself; self+desc: with its callees; called: allocations through it\n  \
+         caller and callee lines: the same through that edge; called = via the edge / via the callee"
+    );
+    let _ = writeln!(
+        out,
         "  {:<7} {:>6} {:>14} {:>14} {:>15}  name",
-        "index", "%total", "self", "desc", "called"
+        "index", "%total", "self", "self+desc", "called"
     );
     let rule = format!("  {}", "-".repeat(90));
     let edge_line = |out: &mut String, e: &CallGraphEdge| {
@@ -411,13 +416,7 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
         let _ = writeln!(
             out,
             "  {:<7} {:>6} {:>14} {:>14} {:>15}      {} [{}]",
-            "",
-            "",
-            e.self_bytes,
-            e.bytes - e.self_bytes,
-            called,
-            e.name,
-            e.index
+            "", "", e.self_bytes, e.bytes, called, e.name, e.index
         );
     };
     let n = o.limit(r.call_graph.len());
@@ -437,7 +436,7 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
             format!("[{}]", e.index),
             e.inclusive_percent,
             e.self_bytes,
-            e.inclusive_bytes - e.self_bytes,
+            e.inclusive_bytes,
             called,
             e.name,
             e.index

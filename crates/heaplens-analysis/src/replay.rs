@@ -170,6 +170,12 @@ struct State {
 
 impl State {
     fn slot(&mut self, stack: u32) -> u32 {
+        // A wild id (a damaged writer) would size the table by it: count it as no stack.
+        let stack = if stack > crate::load::MAX_STACK_ID {
+            0
+        } else {
+            stack
+        };
         let i = stack as usize;
         if i >= self.slot_of.len() {
             self.slot_of.resize(i + 1, u32::MAX);

@@ -221,7 +221,11 @@ fn rebuilt_module_is_not_trusted() {
         return;
     };
     let data = std::fs::read(&bin).unwrap();
-    let real_id = object::File::parse(&*data).unwrap().build_id().unwrap().map(<[u8]>::to_vec);
+    let real_id = object::File::parse(&*data)
+        .unwrap()
+        .build_id()
+        .unwrap()
+        .map(<[u8]>::to_vec);
     let Some(real_id) = real_id else {
         eprintln!("gcc wrote no build id: skipped");
         return;
@@ -232,14 +236,20 @@ fn rebuilt_module_is_not_trusted() {
     let mut m = module(&bin);
     m.build_id = real_id.clone();
     let mut sym = ElfSymbolizer::new(&[m.clone()]);
-    assert_eq!(frames(&mut sym, BASE + addr + 1)[0].function.as_deref(), Some("target_fn"));
+    assert_eq!(
+        frames(&mut sym, BASE + addr + 1)[0].function.as_deref(),
+        Some("target_fn")
+    );
     assert!(sym.warnings().is_empty());
 
     // The file on disk is not the one that ran: no names, and one warning saying so.
     m.build_id = real_id.iter().map(|b| b ^ 0xff).collect();
     let mut sym = ElfSymbolizer::new(&[m]);
     let f = frames(&mut sym, BASE + addr + 1);
-    assert_eq!((f[0].function.as_deref(), f[0].module.as_deref()), (None, Some("t")));
+    assert_eq!(
+        (f[0].function.as_deref(), f[0].module.as_deref()),
+        (None, Some("t"))
+    );
     let w = sym.warnings();
     assert_eq!(w.len(), 1);
     assert!(w[0].contains("build id"), "{w:?}");

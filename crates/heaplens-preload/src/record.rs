@@ -14,11 +14,11 @@ use crate::{modules, output, procinfo, thread};
 #[inline(always)]
 fn stack_id(t: &mut ThreadState) -> u32 {
     let nodes = &mut t.nodes;
-    let (id, c) = t.walker.capture(&t.stack, |parent, addr| nodes.child(parent, addr));
+    let c = t.walker.capture(&t.stack, |parent, addr| nodes.child(parent, addr));
     if c.unknown_code && modules_changed() {
-        return t.walker.capture(&t.stack, |parent, addr| nodes.child(parent, addr)).0;
+        return t.walker.capture(&t.stack, |parent, addr| nodes.child(parent, addr)).node;
     }
-    id
+    c.node
 }
 
 static LAST_ADDS: AtomicU64 = AtomicU64::new(0);

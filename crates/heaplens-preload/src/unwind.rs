@@ -127,9 +127,9 @@ pub fn set_own_range(range: Range<u64>) {
 /// Where a thread's previous stack was, so the next capture can stop unwinding where the
 /// stacks meet again (mprof saw 60-75% of a call chain unchanged between allocations).
 ///
-/// Frames are kept innermost first. `slot[i]` is the stack address holding return address
-/// `ret[i]` (on x86_64 always the unwound frame's CFA - 8), and `node[i]` the trie node of the
-/// path from the root down to frame `i`.
+/// The previous stack is kept outermost frame first, so a capture replaces only its inner end.
+/// `slot[i]` is the stack address that held return address `ret[i]` (on x86_64 always the
+/// unwound frame's CFA - 8), and `node[i]` the trie node of the path from the root to frame `i`.
 pub struct Walker {
     /// framehop's unwind-rule cache.
     cache: Box<Cache>,
@@ -137,13 +137,11 @@ pub struct Walker {
     slot: Box<[u64]>,
     node: Box<[u32]>,
     len: usize,
-    /// False when the previous stack was cut at the depth cap: its outer frames are unknown,
-    /// so nothing may be matched against it.
+    /// False when the previous stack is not known to its root (cut at the depth cap, or
+    /// stopped in code of a module not yet known): nothing may be matched against it.
     whole: bool,
     new_ret: Box<[u64]>,
     new_slot: Box<[u64]>,
-    /// Frames of the last capture, innermost first, and how many.
-    pub frames: Box<[u64]>,
     /// Whether captures may stop where they meet the previous stack (off: unwind everything,
     /// for checking that both give the same stacks).
     pub incremental: bool,
@@ -151,7 +149,9 @@ pub struct Walker {
 
 /// What one capture found.
 pub struct Capture {
-    /// Frames captured, innermost first (in [`Walker::frames`]).
+    /// Trie node of the captured stack.
+    pub node: u32,
+    /// Frames in the stack.
     pub depth: usize,
     /// Frames that had to be unwound (the rest were matched to the previous stack).
     pub unwound: usize,
@@ -172,7 +172,6 @@ impl Walker {
             whole: false,
             new_ret: vec![0; n].into_boxed_slice(),
             new_slot: vec![0; n].into_boxed_slice(),
-            frames: vec![0; n].into_boxed_slice(),
             incremental: true,
         }
     }
@@ -184,16 +183,15 @@ impl Walker {
     }
 
     /// Captures the calling thread's stack, from the first frame outside this library (the
-    /// program's call into the allocator) outwards, and returns its trie node. `intern` maps
-    /// (parent node, return address) to the child node. Stack reads are confined to
-    /// `[sp, stack.end)`, and to nothing when `sp` is outside `stack` (a signal or coroutine
-    /// stack with unknown bounds, where reading could fault).
+    /// program's call into the allocator) outwards. `intern` maps (parent node, return address)
+    /// to the child node. Stack reads are confined to `[sp, stack.end)`, and to nothing when
+    /// `sp` is outside `stack` (a signal or coroutine stack with unknown bounds, where reading
+    /// could fault).
     #[inline(never)]
-    pub fn capture(&mut self, stack: &Range<u64>, mut intern: impl FnMut(u32, u64) -> u32) -> (u32, Capture) {
-        let none = Capture { depth: 0, unwound: 0, unknown_code: false };
+    pub fn capture(&mut self, stack: &Range<u64>, mut intern: impl FnMut(u32, u64) -> u32) -> Capture {
         let snap = CURRENT.load(Ordering::Acquire);
         if snap.is_null() {
-            return (0, none);
+            return Capture { node: 0, depth: 0, unwound: 0, unknown_code: false };
         }
         // SAFETY: snapshots are never freed.
         let snap = unsafe { &*snap };
@@ -217,7 +215,8 @@ impl Walker {
         let mut addr = FrameAddress::from_instruction_pointer(ip);
         let mut in_monitor = true;
         let mut n = 0;
-        let mut k = 0;
+        // Cursor into the previous stack, from its inner end; slots grow towards the root.
+        let mut k = if self.whole && self.incremental { self.len } else { 0 };
         let mut matched = None;
         let mut failed = false;
         let cap = self.new_ret.len();
@@ -239,14 +238,12 @@ impl Walker {
                 in_monitor = false;
             }
             let slot = regs.sp().wrapping_sub(8);
-            if self.whole && self.incremental {
-                while k < self.len && self.slot[k] < slot {
-                    k += 1;
-                }
-                if k < self.len && self.slot[k] == slot && self.ret[k] == ret && self.outer_intact(k + 1, &readable) {
-                    matched = Some(k);
-                    break;
-                }
+            while k > 0 && self.slot[k - 1] < slot {
+                k -= 1;
+            }
+            if k > 0 && self.slot[k - 1] == slot && self.ret[k - 1] == ret && self.outer_intact(k - 1, &readable) {
+                matched = Some(k - 1);
+                break;
             }
             self.new_ret[n] = ret;
             self.new_slot[n] = slot;
@@ -256,50 +253,32 @@ impl Walker {
             }
         }
         let unknown_code = failed && n > 0 && !snap.ranges.iter().any(|r| r.contains(&self.new_ret[n - 1]));
-        // The new stack: the unwound frames, then the previous stack's frames from the match.
-        let (keep_from, base) = match matched {
-            Some(k) => (k, self.node[k]),
-            None => (self.len, 0),
-        };
-        let kept = self.len - keep_from;
-        let whole = (matched.is_some() || n < cap) && n + kept <= self.ret.len();
-        if n + kept > self.ret.len() {
-            // Deeper than the cap: keep the innermost frames, drop the outer part of the path.
-            let id = self.intern_fresh(n, 0, &mut intern);
-            self.len = n;
-            self.whole = false;
-            self.frames[..n].copy_from_slice(&self.new_ret[..n]);
-            return (id, Capture { depth: n, unwound: n, unknown_code });
+        // The new stack: the previous stack's outer part up to the match, then the unwound
+        // frames, outermost first.
+        let keep = matched.map_or(0, |m| m + 1);
+        let (keep, whole) = if keep + n > self.ret.len() { (0, false) } else { (keep, matched.is_some() || n < cap) };
+        let mut id = if keep > 0 { self.node[keep - 1] } else { 0 };
+        let take = n.min(self.ret.len() - keep);
+        for i in 0..take {
+            let j = keep + i;
+            let src = n - 1 - i;
+            id = intern(id, self.new_ret[src]);
+            self.ret[j] = self.new_ret[src];
+            self.slot[j] = self.new_slot[src];
+            self.node[j] = id;
         }
-        self.ret.copy_within(keep_from..self.len, n);
-        self.slot.copy_within(keep_from..self.len, n);
-        self.node.copy_within(keep_from..self.len, n);
-        self.ret[..n].copy_from_slice(&self.new_ret[..n]);
-        self.slot[..n].copy_from_slice(&self.new_slot[..n]);
-        self.len = n + kept;
+        self.len = keep + take;
         // A walk that stopped in unknown code ends differently once the module is known.
         self.whole = whole && !unknown_code;
-        let id = self.intern_fresh(n, base, &mut intern);
-        self.frames[..self.len].copy_from_slice(&self.ret[..self.len]);
-        (id, Capture { depth: self.len, unwound: n, unknown_code })
+        Capture { node: id, depth: self.len, unwound: n, unknown_code }
     }
 
-    /// Interns the `n` innermost frames below node `base`, filling `node[..n]`.
-    fn intern_fresh(&mut self, n: usize, base: u32, intern: &mut impl FnMut(u32, u64) -> u32) -> u32 {
-        let mut id = base;
-        for i in (0..n).rev() {
-            id = intern(id, self.new_ret[i]);
-            self.node[i] = id;
-        }
-        id
-    }
-
-    /// True when every frame of the previous stack from `from` outwards is still in place: its
+    /// True when every frame of the previous stack outside frame `m` is still in place: its
     /// return address still sits in its slot. A caller that returned and was called again from
     /// another site would have overwritten at least one of them.
     #[inline]
-    fn outer_intact(&self, from: usize, readable: &impl Fn(u64) -> bool) -> bool {
-        (from..self.len).all(|i| {
+    fn outer_intact(&self, m: usize, readable: &impl Fn(u64) -> bool) -> bool {
+        (0..m).all(|i| {
             let s = self.slot[i];
             // SAFETY: read only after the bounds check.
             readable(s) && unsafe { std::ptr::read(s as *const u64) } == self.ret[i]

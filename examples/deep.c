@@ -1,4 +1,5 @@
-/* Deep recursion for bench/compare: allocates at depth 100 to 300, so whole stacks are long.
+/* Deep recursion: allocates at depth 100 to 300, so whole stacks are long (bench/compare and the
+ * incremental-unwinding test use it).
  * Usage: deep ALLOCATIONS */
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,7 +7,9 @@
 static unsigned long long rng = 1;
 
 __attribute__((noinline)) static void *leaf(size_t n) {
-    return malloc(n);
+    void *p = malloc(n);
+    __asm__ volatile("" : : "r"(p) : "memory"); /* no tail call: leaf stays a frame */
+    return p;
 }
 
 __attribute__((noinline)) static size_t dive(int depth) {
