@@ -7,7 +7,8 @@ use std::ffi::c_void;
 use heaplens_trace::Op;
 
 use crate::tls::Guard;
-use crate::{real::call, record};
+use crate::record::{self, Caller};
+use crate::real::call;
 
 type P = *mut c_void;
 
@@ -21,15 +22,42 @@ fn enter() -> Option<Guard> {
     }
 }
 
-macro_rules! alloc_hook {
-    ($abi:literal $name:ident => $real:ident, $op:expr, |$($a:ident : $t:ty),*| size = $size:expr) => {
+/// Exports `$name` as a naked entry stub that records where its caller's frame is (the
+/// caller's stack pointer after return in r8, its frame pointer in r9, both free argument
+/// registers in every hooked signature) and jumps to `$name::imp`. The stack walk then starts at
+/// the program's frame instead of unwinding the monitor's own frames first.
+macro_rules! entry {
+    ($abi:literal $name:ident) => {
         #[allow(clippy::missing_safety_doc)]
+        #[unsafe(naked)]
         #[no_mangle]
-        pub unsafe extern $abi fn $name($($a: $t),*) -> P {
-            let Some(_g) = enter() else { return call::$real($($a),*) };
-            let p = call::$real($($a),*);
-            record::alloc($op, p, $size);
-            p
+        pub unsafe extern $abi fn $name() {
+            std::arch::naked_asm!("lea r8, [rsp + 8]", "mov r9, rbp", "jmp {imp}", imp = sym $name::imp)
+        }
+    };
+}
+
+macro_rules! alloc_hook {
+    ($abi:literal $name:ident => $real:ident, $op:expr, |$a0:ident : $t0:ty| size = $size:expr) => {
+        alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, _p1: usize, _p2: usize), ($a0), $size);
+    };
+    ($abi:literal $name:ident => $real:ident, $op:expr, |$a0:ident : $t0:ty, $a1:ident : $t1:ty| size = $size:expr) => {
+        alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, $a1: $t1, _p2: usize), ($a0, $a1), $size);
+    };
+    ($abi:literal $name:ident => $real:ident, $op:expr, |$a0:ident : $t0:ty, $a1:ident : $t1:ty, $a2:ident : $t2:ty| size = $size:expr) => {
+        alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, $a1: $t1, $a2: $t2), ($a0, $a1, $a2), $size);
+    };
+    (@ $abi:literal $name:ident => $real:ident, $op:expr, ($($p:ident : $pt:ty),*), ($($a:ident),*), $size:expr) => {
+        entry!($abi $name);
+        #[allow(non_snake_case)]
+        mod $name {
+            use super::*;
+            pub unsafe extern $abi fn imp($($p: $pt,)* _p3: usize, cfa: u64, bp: u64) -> P {
+                let Some(_g) = enter() else { return call::$real($($a),*) };
+                let p = call::$real($($a),*);
+                record::alloc(Caller { cfa, bp }, $op, p, $size);
+                p
+            }
         }
     };
 }
@@ -43,18 +71,23 @@ static NOTHROW: u8 = 0;
 /// exception unwinds through this frame (hence the "C-unwind" ABI).
 macro_rules! throwing_new_hook {
     ($name:ident => $real:ident via $nothrow:ident, $op:expr, |$n:ident : usize $(, $a:ident : $t:ty)*|) => {
-        #[allow(clippy::missing_safety_doc)]
-        #[no_mangle]
-        pub unsafe extern "C-unwind" fn $name($n: usize $(, $a: $t)*) -> P {
-            {
-                let Some(_g) = enter() else { return call::$real($n $(, $a)*) };
-                let p = call::$nothrow($n $(, $a)*, std::ptr::addr_of!(NOTHROW) as P);
-                if !p.is_null() {
-                    record::alloc($op, p, $n);
-                    return p;
+        entry!("C-unwind" $name);
+        #[allow(non_snake_case)]
+        mod $name {
+            use super::*;
+            #[allow(unused_variables)]
+            pub unsafe extern "C-unwind" fn imp($n: usize, p1: usize, p2: usize, p3: usize, cfa: u64, bp: u64) -> P {
+                $(let $a: $t = p1;)*
+                {
+                    let Some(_g) = enter() else { return call::$real($n $(, $a)*) };
+                    let p = call::$nothrow($n $(, $a)*, std::ptr::addr_of!(NOTHROW) as P);
+                    if !p.is_null() {
+                        record::alloc(Caller { cfa, bp }, $op, p, $n);
+                        return p;
+                    }
                 }
+                call::$real($n $(, $a)*)
             }
-            call::$real($n $(, $a)*)
         }
     };
 }
@@ -88,48 +121,56 @@ throwing_new_hook!(_ZnamSt11align_val_t => new_array_aligned via new_array_align
 alloc_hook!("C-unwind" _ZnwmSt11align_val_tRKSt9nothrow_t => new_aligned_nothrow, Op::NewAlignedNothrow, |n: usize, a: usize, t: P| size = n);
 alloc_hook!("C-unwind" _ZnamSt11align_val_tRKSt9nothrow_t => new_array_aligned_nothrow, Op::NewArrayAlignedNothrow, |n: usize, a: usize, t: P| size = n);
 
-/// `calloc`: the recorded size is `n * m` (0 when that overflows, and then the call fails).
-#[allow(clippy::missing_safety_doc)]
-#[no_mangle]
-pub unsafe extern "C" fn calloc(n: usize, m: usize) -> P {
-    let Some(_g) = enter() else { return call::calloc(n, m) };
-    let p = call::calloc(n, m);
-    record::alloc(Op::Calloc, p, n.checked_mul(m).unwrap_or(0));
-    p
+entry!("C" calloc);
+mod calloc {
+    use super::*;
+    /// `calloc`: the recorded size is `n * m` (0 when that overflows, and then the call fails).
+    pub unsafe extern "C" fn imp(n: usize, m: usize, _p2: usize, _p3: usize, cfa: u64, bp: u64) -> P {
+        let Some(_g) = enter() else { return call::calloc(n, m) };
+        let p = call::calloc(n, m);
+        record::alloc(Caller { cfa, bp }, Op::Calloc, p, n.checked_mul(m).unwrap_or(0));
+        p
+    }
 }
 
-/// `posix_memalign`: recorded only when it succeeds (it reports failure by return value).
-#[allow(clippy::missing_safety_doc)]
-#[no_mangle]
-pub unsafe extern "C" fn posix_memalign(out: *mut P, a: usize, n: usize) -> i32 {
-    let Some(_g) = enter() else { return call::posix_memalign(out, a, n) };
-    let r = call::posix_memalign(out, a, n);
-    record::alloc(Op::PosixMemalign, if r == 0 { *out } else { std::ptr::null_mut() }, n);
-    r
+entry!("C" posix_memalign);
+mod posix_memalign {
+    use super::*;
+    /// `posix_memalign`: recorded only when it succeeds (it reports failure by return value).
+    pub unsafe extern "C" fn imp(out: *mut P, a: usize, n: usize, _p3: usize, cfa: u64, bp: u64) -> i32 {
+        let Some(_g) = enter() else { return call::posix_memalign(out, a, n) };
+        let r = call::posix_memalign(out, a, n);
+        record::alloc(Caller { cfa, bp }, Op::PosixMemalign, if r == 0 { *out } else { std::ptr::null_mut() }, n);
+        r
+    }
 }
 
-/// `realloc`: one event holding both the released and the returned block.
-#[allow(clippy::missing_safety_doc)]
-#[no_mangle]
-pub unsafe extern "C" fn realloc(old: P, n: usize) -> P {
-    let Some(_g) = enter() else { return call::realloc(old, n) };
-    let p = call::realloc(old, n);
-    record::realloc(Op::Realloc, old, p, n);
-    p
+entry!("C" realloc);
+mod realloc {
+    use super::*;
+    /// `realloc`: one event holding both the released and the returned block.
+    pub unsafe extern "C" fn imp(old: P, n: usize, _p2: usize, _p3: usize, cfa: u64, bp: u64) -> P {
+        let Some(_g) = enter() else { return call::realloc(old, n) };
+        let p = call::realloc(old, n);
+        record::realloc(Caller { cfa, bp }, Op::Realloc, old, p, n);
+        p
+    }
 }
 
-/// `reallocarray`: `realloc(old, n * m)` that fails with ENOMEM on overflow (as glibc's does).
-#[allow(clippy::missing_safety_doc)]
-#[no_mangle]
-pub unsafe extern "C" fn reallocarray(old: P, n: usize, m: usize) -> P {
-    let Some(total) = n.checked_mul(m) else {
-        *libc::__errno_location() = libc::ENOMEM;
-        return std::ptr::null_mut();
-    };
-    let Some(_g) = enter() else { return call::realloc(old, total) };
-    let p = call::realloc(old, total);
-    record::realloc(Op::ReallocArray, old, p, total);
-    p
+entry!("C" reallocarray);
+mod reallocarray {
+    use super::*;
+    /// `reallocarray`: `realloc(old, n * m)` that fails with ENOMEM on overflow (as glibc's).
+    pub unsafe extern "C" fn imp(old: P, n: usize, m: usize, _p3: usize, cfa: u64, bp: u64) -> P {
+        let Some(total) = n.checked_mul(m) else {
+            *libc::__errno_location() = libc::ENOMEM;
+            return std::ptr::null_mut();
+        };
+        let Some(_g) = enter() else { return call::realloc(old, total) };
+        let p = call::realloc(old, total);
+        record::realloc(Caller { cfa, bp }, Op::ReallocArray, old, p, total);
+        p
+    }
 }
 
 dealloc_hook!(free => free, Op::Free, |p: P|);

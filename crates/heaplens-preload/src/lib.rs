@@ -118,12 +118,6 @@ fn start() {
         *t = Some(intern::Trie::new());
     }
     let changes = modules::refresh(process.start_mono_ns);
-    let own = init as *const () as u64;
-    if let Some(m) = changes.iter().find(|m| m.contains(own)) {
-        let lo = m.segments.iter().map(|s| m.base + s.vaddr).min().unwrap_or(0);
-        let hi = m.segments.iter().map(|s| m.base + s.vaddr + s.memsz).max().unwrap_or(0);
-        unwind::set_own_range(lo..hi);
-    }
     output::module_changes(&changes);
     thread::init_key();
     // SAFETY: plain function pointers with C ABI.

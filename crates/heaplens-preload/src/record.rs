@@ -10,13 +10,15 @@ use heaplens_trace::Op;
 use crate::thread::ThreadState;
 use crate::{modules, output, procinfo, thread};
 
+pub use crate::unwind::Caller;
+
 /// Captures the caller's stack and returns its trie node.
 #[inline(always)]
-fn stack_id(t: &mut ThreadState) -> u32 {
+fn stack_id(t: &mut ThreadState, caller: &Caller) -> u32 {
     let nodes = &mut t.nodes;
-    let c = t.walker.capture(&t.stack, |parent, addr| nodes.child(parent, addr));
+    let c = t.walker.capture(&t.stack, caller, |parent, addr| nodes.child(parent, addr));
     if c.unknown_code && modules_changed() {
-        return t.walker.capture(&t.stack, |parent, addr| nodes.child(parent, addr)).node;
+        return t.walker.capture(&t.stack, caller, |parent, addr| nodes.child(parent, addr)).node;
     }
     c.node
 }
@@ -51,12 +53,12 @@ fn guarded(f: impl FnOnce()) {
 
 /// Records an allocation through `op` that returned `p` (null when it failed) for `size` bytes.
 #[inline(always)]
-pub fn alloc(op: Op, p: *mut c_void, size: usize) {
+pub fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
     guarded(|| {
         let Some(t) = thread::current() else { return };
         // SAFETY: p came from the allocator (or is null, which is not passed on).
         let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
-        let stack = stack_id(t);
+        let stack = stack_id(t, &caller);
         let ts = procinfo::now_ns();
         t.push(|b, pos, e| e.alloc(b, pos, op, ts, p as u64, size as u64, usable as u64, stack));
     });
@@ -64,12 +66,12 @@ pub fn alloc(op: Op, p: *mut c_void, size: usize) {
 
 /// Records a reallocation of `old` to `p` for `size` bytes.
 #[inline(always)]
-pub fn realloc(op: Op, old: *mut c_void, p: *mut c_void, size: usize) {
+pub fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, size: usize) {
     guarded(|| {
         let Some(t) = thread::current() else { return };
         // SAFETY: as in `alloc`.
         let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
-        let stack = stack_id(t);
+        let stack = stack_id(t, &caller);
         let ts = procinfo::now_ns();
         t.push(|b, pos, e| e.realloc(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64, stack));
     });

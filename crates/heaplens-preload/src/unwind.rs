@@ -6,7 +6,7 @@
 
 use std::arch::asm;
 use std::ops::Range;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
@@ -18,7 +18,16 @@ pub type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
 /// An immutable view of the module set: the unwinder and the ranges it covers.
 struct Snapshot {
     unwinder: UnwinderX86_64<Vec<u8>, MustNotAllocateDuringUnwind>,
+    /// Sorted by start.
     ranges: Vec<Range<u64>>,
+}
+
+impl Snapshot {
+    /// True when some known module maps `addr`.
+    fn covers(&self, addr: u64) -> bool {
+        let i = self.ranges.partition_point(|r| r.start <= addr);
+        i > 0 && self.ranges[i - 1].contains(&addr)
+    }
 }
 
 /// A module's unwind data, copied out of its mapping (so a later dlclose cannot pull it away
@@ -35,8 +44,6 @@ pub struct ModuleUnwind {
 /// The current snapshot; replaced, never freed (a thread may still be unwinding with an old
 /// one, and dlopen/dlclose are rare).
 static CURRENT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
-static OWN_LO: AtomicU64 = AtomicU64::new(0);
-static OWN_HI: AtomicU64 = AtomicU64::new(0);
 
 impl ModuleUnwind {
     /// Copies `.eh_frame_hdr` (at `bias + hdr_vaddr`, `hdr_len` bytes) and the `.eh_frame` it
@@ -115,13 +122,8 @@ pub fn publish(modules: impl Iterator<Item = (Range<u64>, u64, ModuleUnwind)>) {
         };
         u.add_module(framehop::Module::new(String::new(), avma, bias, info));
     }
+    ranges.sort_by_key(|r| r.start);
     CURRENT.store(Box::into_raw(Box::new(Snapshot { unwinder: u, ranges })), Ordering::Release);
-}
-
-/// Marks `range` as this library's own code: frames there are the monitor's, not the program's.
-pub fn set_own_range(range: Range<u64>) {
-    OWN_LO.store(range.start, Ordering::Relaxed);
-    OWN_HI.store(range.end, Ordering::Relaxed);
 }
 
 /// Where a thread's previous stack was, so the next capture can stop unwinding where the
@@ -182,26 +184,24 @@ impl Walker {
         self.whole = false;
     }
 
-    /// Captures the calling thread's stack, from the first frame outside this library (the
-    /// program's call into the allocator) outwards. `intern` maps (parent node, return address)
-    /// to the child node. Stack reads are confined to `[sp, stack.end)`, and to nothing when
-    /// `sp` is outside `stack` (a signal or coroutine stack with unknown bounds, where reading
-    /// could fault).
+    /// Captures the stack of the program's call into the allocator, from `caller`'s frame
+    /// outwards. `intern` maps (parent node, return address) to the child node. Stack reads are
+    /// confined to `[sp, stack.end)`, and to nothing when `sp` is outside `stack` (a signal or
+    /// coroutine stack with unknown bounds, where reading could fault).
     #[inline(never)]
-    pub fn capture(&mut self, stack: &Range<u64>, mut intern: impl FnMut(u32, u64) -> u32) -> Capture {
+    pub fn capture(&mut self, stack: &Range<u64>, caller: &Caller, mut intern: impl FnMut(u32, u64) -> u32) -> Capture {
         let snap = CURRENT.load(Ordering::Acquire);
-        if snap.is_null() {
+        let sp: u64;
+        // SAFETY: reads one register, touches no memory.
+        unsafe { asm!("mov {sp}, rsp", sp = out(reg) sp, options(nomem, nostack, preserves_flags)) };
+        let hi = if stack.contains(&sp) { stack.end } else { sp };
+        let readable = |addr: u64| addr >= sp && addr.checked_add(8).is_some_and(|e| e <= hi) && addr % 8 == 0;
+        let first_slot = caller.cfa.wrapping_sub(8);
+        if snap.is_null() || !readable(first_slot) {
             return Capture { node: 0, depth: 0, unwound: 0, unknown_code: false };
         }
         // SAFETY: snapshots are never freed.
         let snap = unsafe { &*snap };
-        let (ip, sp, bp): (u64, u64, u64);
-        // SAFETY: reads three registers, touches no memory.
-        unsafe {
-            asm!("lea {ip}, [rip]", "mov {sp}, rsp", "mov {bp}, rbp", ip = out(reg) ip, sp = out(reg) sp, bp = out(reg) bp, options(nomem, nostack, preserves_flags));
-        }
-        let hi = if stack.contains(&sp) { stack.end } else { sp };
-        let readable = |addr: u64| addr >= sp && addr.checked_add(8).is_some_and(|e| e <= hi) && addr % 8 == 0;
         let mut read = |addr: u64| {
             if readable(addr) {
                 // SAFETY: within this thread's live stack.
@@ -210,38 +210,20 @@ impl Walker {
                 Err(())
             }
         };
-        let (own_lo, own_hi) = (OWN_LO.load(Ordering::Relaxed), OWN_HI.load(Ordering::Relaxed));
-        let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
-        let mut addr = FrameAddress::from_instruction_pointer(ip);
-        let mut in_monitor = true;
+        // SAFETY: checked readable above.
+        let mut ret = unsafe { std::ptr::read(first_slot as *const u64) };
+        let mut slot = first_slot;
+        let mut regs = UnwindRegsX86_64::new(ret, caller.cfa, caller.bp);
         let mut n = 0;
         // Cursor into the previous stack, from its inner end; slots grow towards the root.
         let mut k = if self.whole && self.incremental { self.len } else { 0 };
         let mut matched = None;
-        let mut failed = false;
         let cap = self.new_ret.len();
         loop {
-            let ret = match snap.unwinder.unwind_frame(addr, &mut regs, &mut self.cache, &mut read) {
-                Ok(Some(r)) => r,
-                Ok(None) => break,
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
-            };
-            let Some(next) = FrameAddress::from_return_address(ret) else { break };
-            addr = next;
-            if in_monitor {
-                if ret >= own_lo && ret < own_hi {
-                    continue;
-                }
-                in_monitor = false;
-            }
-            let slot = regs.sp().wrapping_sub(8);
             while k > 0 && self.slot[k - 1] < slot {
                 k -= 1;
             }
-            if k > 0 && self.slot[k - 1] == slot && self.ret[k - 1] == ret && self.outer_intact(k - 1, &readable) {
+            if k > 0 && self.slot[k - 1] == slot && self.ret[k - 1] == ret && self.outer_intact(k - 1, sp, hi) {
                 matched = Some(k - 1);
                 break;
             }
@@ -251,8 +233,18 @@ impl Walker {
             if n == cap {
                 break;
             }
+            let Some(addr) = FrameAddress::from_return_address(ret) else { break };
+            match snap.unwinder.unwind_frame(addr, &mut regs, &mut self.cache, &mut read) {
+                Ok(Some(r)) => {
+                    ret = r;
+                    slot = regs.sp().wrapping_sub(8);
+                }
+                Ok(None) | Err(_) => break,
+            }
         }
-        let unknown_code = failed && n > 0 && !snap.ranges.iter().any(|r| r.contains(&self.new_ret[n - 1]));
+        // A walk that did not meet the previous stack may have run into a library loaded since
+        // the module list was read (framehop then guesses with frame pointers, or stops).
+        let unknown_code = matched.is_none() && self.new_ret[..n].iter().any(|&a| !snap.covers(a));
         // The new stack: the previous stack's outer part up to the match, then the unwound
         // frames, outermost first.
         let keep = matched.map_or(0, |m| m + 1);
@@ -275,13 +267,29 @@ impl Walker {
 
     /// True when every frame of the previous stack outside frame `m` is still in place: its
     /// return address still sits in its slot. A caller that returned and was called again from
-    /// another site would have overwritten at least one of them.
+    /// another site would have overwritten at least one of them. `[lo, hi)` is readable stack.
     #[inline]
-    fn outer_intact(&self, m: usize, readable: &impl Fn(u64) -> bool) -> bool {
-        (0..m).all(|i| {
-            let s = self.slot[i];
-            // SAFETY: read only after the bounds check.
-            readable(s) && unsafe { std::ptr::read(s as *const u64) } == self.ret[i]
-        })
+    fn outer_intact(&self, m: usize, lo: u64, hi: u64) -> bool {
+        if m == 0 {
+            return true;
+        }
+        // Slots grow towards the root: slot[0] is the highest, slot[m - 1] the lowest.
+        if self.slot[m - 1] < lo || self.slot[0] > hi - 8 {
+            return false;
+        }
+        // SAFETY: every slot lies within [lo, hi), checked above, and is 8-aligned (it came
+        // from a CFA, which the x86_64 ABI keeps 16-aligned at calls).
+        (0..m).all(|i| unsafe { std::ptr::read(self.slot[i] as *const u64) } == self.ret[i])
     }
+}
+
+/// Where the program's frame is when it calls into the allocator: captured by the naked entry
+/// stubs in `hooks` before any monitor code runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    /// The caller's stack pointer after the call returns (its frame's CFA); the return address
+    /// into the caller sits just below it.
+    pub cfa: u64,
+    /// The caller's frame pointer register at the call.
+    pub bp: u64,
 }
