@@ -13,7 +13,8 @@
 //! Configuration comes from the environment `heaplens run` sets:
 //! `HEAPLENS_OUTPUT` (trace path; `%p` becomes the pid), `HEAPLENS_MAX_FRAMES` (stack depth
 //! cap, default 1024), `HEAPLENS_FOLLOW_CHILDREN=1` (keep `LD_PRELOAD` for exec'd programs),
-//! `HEAPLENS_FULL_UNWIND=1` (unwind every stack to the root, for checking the incremental walk).
+//! `HEAPLENS_FULL_UNWIND=1` (unwind every stack to the root, for checking the incremental walk),
+//! `HEAPLENS_STATS=1` (print capture counters at exit).
 
 pub mod hooks;
 pub mod intern;
@@ -48,13 +49,15 @@ pub struct Config {
     /// Unwind every stack completely instead of stopping where it meets the previous one
     /// (`HEAPLENS_FULL_UNWIND=1`; slower, for checking the incremental walk).
     pub full_unwind: bool,
+    /// Print capture counters at exit (`HEAPLENS_STATS=1`).
+    pub stats: bool,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
 /// The settings (defaults before start-up).
 pub fn config() -> &'static Config {
-    CONFIG.get_or_init(|| Config { output: PathBuf::new(), max_frames: 1024, follow_children: false, full_unwind: false })
+    CONFIG.get_or_init(|| Config { output: PathBuf::new(), max_frames: 1024, follow_children: false, full_unwind: false, stats: false })
 }
 
 const OFF: u8 = 0;
@@ -104,7 +107,8 @@ fn start() {
     let max_frames = std::env::var("HEAPLENS_MAX_FRAMES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024usize).clamp(1, 1 << 16);
     let follow_children = std::env::var_os("HEAPLENS_FOLLOW_CHILDREN").is_some_and(|v| v == "1");
     let full_unwind = std::env::var_os("HEAPLENS_FULL_UNWIND").is_some_and(|v| v == "1");
-    let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind });
+    let stats = std::env::var_os("HEAPLENS_STATS").is_some_and(|v| v == "1");
+    let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind, stats });
     if !follow_children {
         forget_preload();
     }
@@ -151,7 +155,7 @@ fn forget_preload() {
             std::env::set_var("LD_PRELOAD", rest.join(":"));
         }
     }
-    for k in ["HEAPLENS_OUTPUT", "HEAPLENS_MAX_FRAMES", "HEAPLENS_FOLLOW_CHILDREN", "HEAPLENS_FULL_UNWIND"] {
+    for k in ["HEAPLENS_OUTPUT", "HEAPLENS_MAX_FRAMES", "HEAPLENS_FOLLOW_CHILDREN", "HEAPLENS_FULL_UNWIND", "HEAPLENS_STATS"] {
         std::env::remove_var(k);
     }
 }

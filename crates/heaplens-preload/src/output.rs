@@ -189,8 +189,13 @@ pub fn finish() {
     if let Ok(r) = thread::REGISTRY.lock() {
         for &p in r.iter() {
             // SAFETY: registered states are alive while registered.
-            thread_name(unsafe { (*(p as *const thread::ThreadState)).tid });
+            let st = unsafe { &*(p as *const thread::ThreadState) };
+            thread_name(st.tid);
+            crate::record::add_stats(&st.stats);
         }
+    }
+    if crate::config().stats {
+        crate::record::print_stats();
     }
     module_changes(&modules::refresh(procinfo::now_ns()));
     write_pending();

@@ -16,11 +16,49 @@ pub use crate::unwind::Caller;
 #[inline(always)]
 fn stack_id(t: &mut ThreadState, caller: &Caller) -> u32 {
     let nodes = &mut t.nodes;
-    let c = t.walker.capture(&t.stack, caller, |parent, addr| nodes.child(parent, addr));
+    let mut c = t.walker.capture(&t.stack, caller, |parent, addr| nodes.child(parent, addr));
     if c.unknown_code && modules_changed() {
-        return t.walker.capture(&t.stack, caller, |parent, addr| nodes.child(parent, addr)).node;
+        c = t.walker.capture(&t.stack, caller, |parent, addr| nodes.child(parent, addr));
     }
+    t.stats.captures += 1;
+    t.stats.unwound += c.unwound as u64;
+    t.stats.depth += c.depth as u64;
     c.node
+}
+
+/// Capture counters, summed over threads and printed at exit when `HEAPLENS_STATS=1`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    /// Stacks captured.
+    pub captures: u64,
+    /// Frames unwound (the rest came from the previous stack).
+    pub unwound: u64,
+    /// Frames in all captured stacks.
+    pub depth: u64,
+}
+
+static TOTAL: std::sync::Mutex<Stats> = std::sync::Mutex::new(Stats { captures: 0, unwound: 0, depth: 0 });
+
+/// Adds a thread's counters to the process total.
+pub fn add_stats(s: &Stats) {
+    if let Ok(mut t) = TOTAL.lock() {
+        t.captures += s.captures;
+        t.unwound += s.unwound;
+        t.depth += s.depth;
+    }
+}
+
+/// Prints the process total on stderr (for tuning the monitor).
+pub fn print_stats() {
+    if let Ok(t) = TOTAL.lock() {
+        let per = |v: u64| v as f64 / t.captures.max(1) as f64;
+        eprintln!(
+            "heaplens: {} stacks captured, {:.2} frames deep on average, {:.2} frames unwound per capture",
+            t.captures,
+            per(t.depth),
+            per(t.unwound)
+        );
+    }
 }
 
 static LAST_ADDS: AtomicU64 = AtomicU64::new(0);

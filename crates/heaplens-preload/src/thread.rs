@@ -28,6 +28,8 @@ pub struct ThreadState {
     pub nodes: NodeCache,
     /// The stack walker, which remembers the previous stack.
     pub walker: unwind::Walker,
+    /// Capture counters.
+    pub stats: crate::record::Stats,
     /// This thread's stack, bounding the unwinder's reads.
     pub stack: Range<u64>,
 }
@@ -51,6 +53,7 @@ impl ThreadState {
                 w
             },
             stack,
+            stats: Default::default(),
         };
         s.begin();
         s
@@ -161,6 +164,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     }
     let state = &mut *st;
     state.flush();
+    crate::record::add_stats(&state.stats);
     output::thread_name(state.tid);
     let slot = tls::slot();
     slot.thread = std::ptr::null_mut();
