@@ -53,6 +53,8 @@ pub const ALLOCATOR_FRAMES: &[&str] = &[
     "alloc::alloc::Global::alloc_impl",
     "alloc::alloc::Global::grow_impl",
     "<alloc::alloc::Global as core::alloc::Allocator>::*",
+    "<alloc::alloc::Global>::*",
+    "alloc::raw_vec::*",
     "<std::alloc::System as core::alloc::global::GlobalAlloc>::*",
     "std::sys::alloc::*",
     "std::sys::pal::unix::alloc::*",

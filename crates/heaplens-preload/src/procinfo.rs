@@ -39,21 +39,80 @@ pub fn thread_name(tid: u32) -> String {
     std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
 }
 
-/// The calling thread's stack as an address range (empty when it cannot be found).
+/// The calling thread's stack as an address range: the mapping of `/proc/self/maps` that holds
+/// the stack pointer (only its end matters: unwinding reads from the stack pointer upwards).
+/// Empty when it cannot be found.
+///
+/// Read with raw `open`/`read` into a buffer on the stack, never `pthread_getattr_np`: that takes
+/// the thread's lock and mallocs, and the program may be inside it when its first allocation
+/// reaches the monitor (Rust's runtime start-up does exactly that).
 pub fn thread_stack() -> Range<u64> {
-    // SAFETY: pthread_getattr_np fills the attr we own and destroy.
+    let marker = 0u8;
+    let sp = std::ptr::addr_of!(marker) as u64;
+    // SAFETY: plain system calls on a buffer we own.
     unsafe {
-        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
-        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+        let fd = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
             return 0..0;
         }
-        let mut addr: *mut libc::c_void = std::ptr::null_mut();
-        let mut size: usize = 0;
-        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
-        libc::pthread_attr_destroy(&mut attr);
-        if !ok {
-            return 0..0;
+        let mut buf = [0u8; 8192];
+        let mut have = 0usize;
+        let mut found = 0..0;
+        'read: loop {
+            let n = libc::read(fd, buf.as_mut_ptr().add(have).cast(), buf.len() - have);
+            if n <= 0 {
+                break;
+            }
+            have += n as usize;
+            let mut start = 0;
+            while let Some(nl) = buf[start..have].iter().position(|&c| c == b'\n') {
+                if let Some(r) = parse_range(&buf[start..start + nl]) {
+                    if r.contains(&sp) {
+                        found = r;
+                        break 'read;
+                    }
+                }
+                start += nl + 1;
+            }
+            buf.copy_within(start..have, 0);
+            have -= start;
+            if have == buf.len() {
+                break; // a line longer than the buffer: give up rather than misparse
+            }
         }
-        addr as u64..addr as u64 + size as u64
+        libc::close(fd);
+        found
+    }
+}
+
+/// Parses the `start-end` hex pair at the front of a `/proc/self/maps` line.
+fn parse_range(line: &[u8]) -> Option<Range<u64>> {
+    let end_of_range = line.iter().position(|&c| c == b' ')?;
+    let range = std::str::from_utf8(&line[..end_of_range]).ok()?;
+    let (a, b) = range.split_once('-')?;
+    Some(u64::from_str_radix(a, 16).ok()?..u64::from_str_radix(b, 16).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn finds_this_threads_stack() {
+        let local = 0u64;
+        let here = std::ptr::addr_of!(local) as u64;
+        assert!(super::thread_stack().contains(&here));
+        let other = std::thread::spawn(|| {
+            let l = 0u64;
+            (super::thread_stack(), std::ptr::addr_of!(l) as u64)
+        })
+        .join()
+        .unwrap();
+        assert!(other.0.contains(&other.1));
+    }
+
+    #[test]
+    fn parses_maps_lines() {
+        let r = super::parse_range(b"7ffd1000-7ffd3000 rw-p 00000000 00:00 0   [stack]").unwrap();
+        assert_eq!(r, 0x7ffd1000..0x7ffd3000);
+        assert!(super::parse_range(b"garbage").is_none());
     }
 }
