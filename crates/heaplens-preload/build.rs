@@ -3,9 +3,5 @@
 // malloc (infinite recursion inside a malloc hook).
 fn main() {
     println!("cargo:rerun-if-changed=csrc/tls.c");
-    cc::Build::new()
-        .file("csrc/tls.c")
-        .flag("-ftls-model=initial-exec")
-        .opt_level(2)
-        .compile("heaplens_tls");
+    cc::Build::new().file("csrc/tls.c").flag("-ftls-model=initial-exec").opt_level(2).compile("heaplens_tls");
 }

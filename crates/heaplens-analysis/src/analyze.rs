@@ -22,11 +22,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self {
-            leak_depth: 5,
-            call_sites: false,
-            progress: false,
-        }
+        Self { leak_depth: 5, call_sites: false, progress: false }
     }
 }
 
@@ -35,11 +31,7 @@ pub fn analyze(trace: &Trace, sym: &mut dyn Symbolizer, opts: &Options) -> Repor
     let r = replay(trace.events());
     let ids: Vec<u32> = r.stacks.iter().map(|s| s.stack).collect();
     let (frames, paths) = resolve(&trace.stacks, &ids, sym, opts.progress);
-    let inp = Inputs {
-        replay: &r,
-        frames: &frames,
-        paths: &paths,
-    };
+    let inp = Inputs { replay: &r, frames: &frames, paths: &paths };
     let mut info = summary::trace_info(trace, &r, paths.incomplete);
     info.symbol_warnings = sym.warnings();
     Report {

@@ -7,8 +7,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use heaplens_trace::{
-    BlockKind, EndRecord, Event, EventDecoder, ExitRecord, ModuleRecord, ProcessRecord, ReadError,
-    StackNode, ThreadName, TraceReader,
+    BlockKind, EndRecord, Event, EventDecoder, ExitRecord, ModuleRecord, ProcessRecord, ReadError, StackNode,
+    ThreadName, TraceReader,
 };
 
 use crate::progress::Progress;
@@ -163,16 +163,11 @@ impl Trace {
     /// # Errors
     /// [`LoadError`] when the file cannot be opened or is not a heaplens trace.
     pub fn load(path: &Path, progress: bool) -> Result<Trace, LoadError> {
-        let reader = TraceReader::open(path).map_err(|reason| LoadError::Open {
-            path: path.into(),
-            reason,
-        })?;
+        let reader = TraceReader::open(path).map_err(|reason| LoadError::Open { path: path.into(), reason })?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let bar = Progress::bytes(progress, size, "reading trace");
-        let mut t = Self::read_blocks(reader, Some(&bar)).map_err(|reason| LoadError::Io {
-            path: path.into(),
-            reason,
-        })?;
+        let mut t =
+            Self::read_blocks(reader, Some(&bar)).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
         bar.finish();
         t.path = path.into();
         Ok(t)
@@ -183,20 +178,11 @@ impl Trace {
     /// # Errors
     /// [`LoadError`] when the input is not a heaplens trace or cannot be read.
     pub fn from_reader<R: Read>(input: R) -> Result<Trace, LoadError> {
-        let reader = TraceReader::new(input).map_err(|reason| LoadError::Open {
-            path: PathBuf::new(),
-            reason,
-        })?;
-        Self::read_blocks(reader, None).map_err(|reason| LoadError::Io {
-            path: PathBuf::new(),
-            reason,
-        })
+        let reader = TraceReader::new(input).map_err(|reason| LoadError::Open { path: PathBuf::new(), reason })?;
+        Self::read_blocks(reader, None).map_err(|reason| LoadError::Io { path: PathBuf::new(), reason })
     }
 
-    fn read_blocks<R: Read>(
-        mut reader: TraceReader<R>,
-        bar: Option<&Progress>,
-    ) -> std::io::Result<Trace> {
+    fn read_blocks<R: Read>(mut reader: TraceReader<R>, bar: Option<&Progress>) -> std::io::Result<Trace> {
         let mut t = Trace::default();
         let mut thread_index: HashMap<u32, usize> = HashMap::new();
         while let Some((kind, payload)) = reader.next_block()? {
@@ -204,12 +190,8 @@ impl Trace {
                 bar.set(reader.status().offset);
             }
             let ok = match kind {
-                BlockKind::Process => ProcessRecord::decode(&payload)
-                    .map(|p| t.process = Some(p))
-                    .is_ok(),
-                BlockKind::Modules => ModuleRecord::decode_all(&payload)
-                    .map(|m| t.modules.extend(m))
-                    .is_ok(),
+                BlockKind::Process => ProcessRecord::decode(&payload).map(|p| t.process = Some(p)).is_ok(),
+                BlockKind::Modules => ModuleRecord::decode_all(&payload).map(|m| t.modules.extend(m)).is_ok(),
                 BlockKind::Stacks => match StackNode::decode_all(&payload) {
                     Ok(nodes) => {
                         let mut ok = true;
@@ -220,12 +202,8 @@ impl Trace {
                     }
                     Err(_) => false,
                 },
-                BlockKind::ThreadName => ThreadName::decode(&payload)
-                    .map(|n| t.thread_names.push(n))
-                    .is_ok(),
-                BlockKind::Exit => ExitRecord::decode(&payload)
-                    .map(|e| t.exit = Some(e))
-                    .is_ok(),
+                BlockKind::ThreadName => ThreadName::decode(&payload).map(|n| t.thread_names.push(n)).is_ok(),
+                BlockKind::Exit => ExitRecord::decode(&payload).map(|e| t.exit = Some(e)).is_ok(),
                 BlockKind::End => {
                     t.health.end_seen = true;
                     EndRecord::decode(&payload).map(|e| t.end = Some(e)).is_ok()
@@ -273,15 +251,8 @@ impl Trace {
     /// All events of all threads merged by timestamp. Ties keep file order of the threads'
     /// first blocks; each thread's own order is always kept.
     pub fn events(&self) -> MergedEvents<'_> {
-        let mut streams: Vec<ThreadStream<'_>> = self
-            .threads
-            .iter()
-            .map(|(_, blocks)| ThreadStream {
-                blocks,
-                next_block: 0,
-                dec: None,
-            })
-            .collect();
+        let mut streams: Vec<ThreadStream<'_>> =
+            self.threads.iter().map(|(_, blocks)| ThreadStream { blocks, next_block: 0, dec: None }).collect();
         let mut heads = Vec::with_capacity(streams.len());
         let mut heap = BinaryHeap::with_capacity(streams.len());
         for (i, s) in streams.iter_mut().enumerate() {
@@ -291,11 +262,7 @@ impl Trace {
             }
             heads.push(head);
         }
-        MergedEvents {
-            streams,
-            heads,
-            heap,
-        }
+        MergedEvents { streams, heads, heap }
     }
 }
 

@@ -139,12 +139,7 @@ pub struct ByClass<T> {
 impl<T: Copy> ByClass<T> {
     /// From an array indexed by class.
     pub fn from_array(a: [T; 4]) -> Self {
-        Self {
-            s: a[0],
-            m: a[1],
-            l: a[2],
-            x: a[3],
-        }
+        Self { s: a[0], m: a[1], l: a[2], x: a[3] }
     }
 
     /// As an array indexed by class.

@@ -55,6 +55,7 @@ pub const ALLOCATOR_FRAMES: &[&str] = &[
     "<alloc::alloc::Global as core::alloc::Allocator>::*",
     "<alloc::alloc::Global>::*",
     "alloc::raw_vec::*",
+    "<alloc::raw_vec::*",
     "<std::alloc::System as core::alloc::global::GlobalAlloc>::*",
     "std::sys::alloc::*",
     "std::sys::pal::unix::alloc::*",
@@ -127,24 +128,15 @@ impl FrameTable {
             Some(&id) => id,
             None => {
                 let id = self.functions.len() as FunctionId;
-                self.functions.push(FunctionInfo {
-                    name: key.0.clone(),
-                    module: key.1.clone(),
-                });
+                self.functions.push(FunctionInfo { name: key.0.clone(), module: key.1.clone() });
                 self.fn_map.insert(key, id);
                 id
             }
         };
-        *self
-            .site_map
-            .entry((function, label))
-            .or_insert_with_key(|(function, label)| {
-                self.sites.push(SiteInfo {
-                    function: *function,
-                    label: label.clone(),
-                });
-                (self.sites.len() - 1) as SiteId
-            })
+        *self.site_map.entry((function, label)).or_insert_with_key(|(function, label)| {
+            self.sites.push(SiteInfo { function: *function, label: label.clone() });
+            (self.sites.len() - 1) as SiteId
+        })
     }
 }
 
@@ -176,12 +168,7 @@ impl Paths {
 }
 
 /// Symbolizes the stacks `ids` (trie node ids) and returns their paths in the same order.
-pub fn resolve(
-    stacks: &StackTable,
-    ids: &[u32],
-    sym: &mut dyn Symbolizer,
-    progress: bool,
-) -> (FrameTable, Paths) {
+pub fn resolve(stacks: &StackTable, ids: &[u32], sym: &mut dyn Symbolizer, progress: bool) -> (FrameTable, Paths) {
     // 1. Unique return addresses, visiting each trie node once (stacks share prefixes).
     let mut visited = vec![false; stacks.len()];
     let mut addrs: Vec<u64> = Vec::new();
@@ -203,11 +190,7 @@ pub fn resolve(
     let mut addr_sites: HashMap<u64, (u32, u32)> = HashMap::with_capacity(addrs.len());
     let mut site_arena: Vec<SiteId> = Vec::new();
     let mut frames = Vec::new();
-    let bar = Progress::items(
-        progress && addrs.len() > 1000,
-        addrs.len() as u64,
-        "symbolizing",
-    );
+    let bar = Progress::items(progress && addrs.len() > 1000, addrs.len() as u64, "symbolizing");
     for &a in &addrs {
         frames.clear();
         sym.symbolize(a, &mut frames);
@@ -258,10 +241,7 @@ fn trim<'a>(t: &FrameTable, path: &'a [SiteId]) -> &'a [SiteId] {
     let mut start = 0;
     while end - start > 1 {
         let f = func(path[start]);
-        let monitor = f
-            .module
-            .as_deref()
-            .is_some_and(|m| m.starts_with("libheaplens_preload"));
+        let monitor = f.module.as_deref().is_some_and(|m| m.starts_with("libheaplens_preload"));
         if !(monitor || matches(&f.name, ALLOCATOR_FRAMES)) {
             break;
         }
@@ -281,42 +261,21 @@ mod tests {
         let mut st = StackTable::default();
         // root: _start(0x10) > __libc_start_main_impl(0x20) > main(0x30) > f+inlined g (0x40) > __rdl_alloc(0x50)
         for (id, addr) in [(1u32, 0x10u64), (2, 0x20), (3, 0x30), (4, 0x40), (5, 0x50)] {
-            st.insert(StackNode {
-                id,
-                parent: id - 1,
-                addr,
-            });
+            st.insert(StackNode { id, parent: id - 1, addr });
         }
         let mut sym = MapSymbolizer::new();
-        sym.add(0x10, "_start")
-            .add(0x20, "__libc_start_main_impl")
-            .add(0x30, "main")
-            .add(0x50, "__rdl_alloc");
+        sym.add(0x10, "_start").add(0x20, "__libc_start_main_impl").add(0x30, "main").add(0x50, "__rdl_alloc");
         sym.add_frames(
             0x40,
             vec![
-                Frame {
-                    function: Some("g".into()),
-                    file: Some("/src/a.c".into()),
-                    line: Some(7),
-                    ..Frame::default()
-                },
-                Frame {
-                    function: Some("f".into()),
-                    file: Some("/src/a.c".into()),
-                    line: Some(12),
-                    ..Frame::default()
-                },
+                Frame { function: Some("g".into()), file: Some("/src/a.c".into()), line: Some(7), ..Frame::default() },
+                Frame { function: Some("f".into()), file: Some("/src/a.c".into()), line: Some(12), ..Frame::default() },
             ],
         );
         let (t, p) = resolve(&st, &[5, 3], &mut sym, false);
         let names: Vec<&str> = p.get(0).iter().map(|&s| t.name(t.function_of(s))).collect();
         assert_eq!(names, ["g", "f", "main"]);
-        let labels: Vec<&str> = p
-            .get(0)
-            .iter()
-            .map(|&s| t.sites[s as usize].label.as_str())
-            .collect();
+        let labels: Vec<&str> = p.get(0).iter().map(|&s| t.sites[s as usize].label.as_str()).collect();
         assert_eq!(labels, ["g@a.c:7", "f@a.c:12", "main"]);
         assert_eq!(p.get(1).len(), 1);
         assert_eq!(p.incomplete, 0);
@@ -325,11 +284,7 @@ mod tests {
     #[test]
     fn unknown_frames_and_undefined_nodes() {
         let mut st = StackTable::default();
-        st.insert(StackNode {
-            id: 2,
-            parent: 1,
-            addr: 0xabc,
-        }); // node 1 never defined
+        st.insert(StackNode { id: 2, parent: 1, addr: 0xabc }); // node 1 never defined
         let (t, p) = resolve(&st, &[2], &mut MapSymbolizer::new(), false);
         assert_eq!(t.name(t.function_of(p.get(0)[0])), "0xabc");
         assert_eq!(p.incomplete, 1);

@@ -9,12 +9,7 @@ pub struct Progress(ProgressBar);
 impl Progress {
     /// A bar counting bytes out of `total`.
     pub fn bytes(enabled: bool, total: u64, what: &str) -> Self {
-        Self::new(
-            enabled,
-            total,
-            what,
-            "{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})",
-        )
+        Self::new(enabled, total, what, "{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})")
     }
 
     /// A bar counting items out of `total`.
@@ -23,11 +18,7 @@ impl Progress {
     }
 
     fn new(enabled: bool, total: u64, what: &str, template: &str) -> Self {
-        let target = if enabled {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        };
+        let target = if enabled { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let bar = ProgressBar::with_draw_target(Some(total), target);
         if let Ok(style) = ProgressStyle::with_template(template) {
             bar.set_style(style.progress_chars("=> "));

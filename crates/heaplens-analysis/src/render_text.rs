@@ -28,15 +28,7 @@ pub struct TextOptions {
 
 impl Default for TextOptions {
     fn default() -> Self {
-        Self {
-            summary: true,
-            leaks: true,
-            bins: true,
-            direct: true,
-            call_graph: true,
-            top: 20,
-            leak_depth: 5,
-        }
+        Self { summary: true, leaks: true, bins: true, direct: true, call_graph: true, top: 20, leak_depth: 5 }
     }
 }
 
@@ -56,13 +48,8 @@ type Section = fn(&Report, &TextOptions, &mut String);
 /// Renders the selected sections.
 pub fn render(r: &Report, o: &TextOptions) -> String {
     let mut out = String::new();
-    let sections: [(bool, Section); 5] = [
-        (o.summary, summary),
-        (o.leaks, leaks),
-        (o.bins, bins),
-        (o.direct, direct),
-        (o.call_graph, call_graph),
-    ];
+    let sections: [(bool, Section); 5] =
+        [(o.summary, summary), (o.leaks, leaks), (o.bins, bins), (o.direct, direct), (o.call_graph, call_graph)];
     for (on, f) in sections {
         if on {
             if !out.is_empty() {
@@ -130,31 +117,19 @@ fn pcell(p: f64) -> String {
 
 /// A `bytes (%)` cell.
 fn bytes_pct(bytes: u64, p: f64, width: usize) -> String {
-    let p = if p < 1.0 {
-        "     ".to_string()
-    } else {
-        format!("({})", pcell(p))
-    };
+    let p = if p < 1.0 { "     ".to_string() } else { format!("({})", pcell(p)) };
     format!("{bytes:>width$} {p}")
 }
 
 fn classes(c: ByClass<f64>) -> String {
-    c.to_array()
-        .iter()
-        .map(|&p| pcell(p))
-        .collect::<Vec<_>>()
-        .join(" ")
+    c.to_array().iter().map(|&p| pcell(p)).collect::<Vec<_>>().join(" ")
 }
 
 fn labelled(counts: &std::collections::BTreeMap<String, u64>) -> String {
     // In entry-point order (malloc, calloc, realloc, ...), not alphabetical.
     Op::ALL
         .iter()
-        .filter_map(|op| {
-            counts
-                .get(op.label())
-                .map(|n| format!("{} {n}", op.label()))
-        })
+        .filter_map(|op| counts.get(op.label()).map(|n| format!("{} {n}", op.label())))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -168,11 +143,7 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
         let cmd = if p.argv.is_empty() {
             shell_quote(&p.exe)
         } else {
-            p.argv
-                .iter()
-                .map(|a| shell_quote(a))
-                .collect::<Vec<_>>()
-                .join(" ")
+            p.argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
         };
         let _ = writeln!(out, "  program              {cmd}{pid}");
     }
@@ -197,56 +168,23 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
     row(out, "free calls", frees, labelled(&s.frees_by_kind));
     row(out, "allocations", s.allocations, String::new());
     row(out, "deallocations", s.deallocations, String::new());
-    row(
-        out,
-        "unmatched frees",
-        s.unmatched_frees,
-        "(frees of blocks not allocated under the monitor)".into(),
-    );
-    row(
-        out,
-        "failed allocations",
-        s.failed_allocations,
-        String::new(),
-    );
-    row(
-        out,
-        "bytes allocated",
-        s.bytes_allocated,
-        format!("({})", human_bytes(s.bytes_allocated)),
-    );
+    row(out, "unmatched frees", s.unmatched_frees, "(frees of blocks not allocated under the monitor)".into());
+    row(out, "failed allocations", s.failed_allocations, String::new());
+    row(out, "bytes allocated", s.bytes_allocated, format!("({})", human_bytes(s.bytes_allocated)));
     row(
         out,
         "peak bytes in use",
         s.peak_bytes,
-        format!(
-            "({}) in {} blocks at {}",
-            human_bytes(s.peak_bytes),
-            s.peak_objects,
-            human_ns(s.peak_time_ns)
-        ),
+        format!("({}) in {} blocks at {}", human_bytes(s.peak_bytes), s.peak_objects, human_ns(s.peak_time_ns)),
     );
     row(
         out,
         "leaked bytes",
         s.leaked_bytes,
-        format!(
-            "({}) in {} blocks live at exit",
-            human_bytes(s.leaked_bytes),
-            s.leaked_objects
-        ),
+        format!("({}) in {} blocks live at exit", human_bytes(s.leaked_bytes), s.leaked_objects),
     );
-    let tpct = if s.allocations == 0 {
-        0.0
-    } else {
-        s.temporary_allocations as f64 * 100.0 / s.allocations as f64
-    };
-    row(
-        out,
-        "temporary allocs",
-        s.temporary_allocations,
-        format!("({tpct:.1}% of allocations, freed right away)"),
-    );
+    let tpct = if s.allocations == 0 { 0.0 } else { s.temporary_allocations as f64 * 100.0 / s.allocations as f64 };
+    row(out, "temporary allocs", s.temporary_allocations, format!("({tpct:.1}% of allocations, freed right away)"));
     let _ = writeln!(out, "  {:<20} {:>14}", "run time", human_ns(s.runtime_ns));
     row(out, "threads", s.threads, String::new());
 }
@@ -271,35 +209,20 @@ pub fn health(r: &Report) -> String {
         parts.push(format!("{d} events dropped by the monitor"));
     }
     if t.incomplete_stacks > 0 {
-        parts.push(format!(
-            "{} stacks missing outer frames",
-            t.incomplete_stacks
-        ));
+        parts.push(format!("{} stacks missing outer frames", t.incomplete_stacks));
     }
-    let state = if parts.is_empty() {
-        "complete".to_string()
-    } else {
-        parts.join("; ")
-    };
+    let state = if parts.is_empty() { "complete".to_string() } else { parts.join("; ") };
     format!("{state} ({} events)", t.events)
 }
 
 fn more(out: &mut String, shown: usize, total: usize, what: &str) {
     if total > shown {
-        let _ = writeln!(
-            out,
-            "  ... {} more {what} (--top 0 shows all)",
-            total - shown
-        );
+        let _ = writeln!(out, "  ... {} more {what} (--top 0 shows all)", total - shown);
     }
 }
 
 fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
-    let _ = writeln!(
-        out,
-        "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)",
-        o.leak_depth
-    );
+    let _ = writeln!(out, "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)", o.leak_depth);
     if r.leaks.is_empty() {
         let _ = writeln!(out, "  no leaks: every tracked allocation was released");
         return;
@@ -307,18 +230,9 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "  {:>10} {:>20}  path", "allocs", "bytes (%)");
     let n = o.limit(r.leaks.len());
     for l in &r.leaks[..n] {
-        let path = if l.path.is_empty() {
-            "<no stack>".to_string()
-        } else {
-            l.path.join(" > ")
-        };
+        let path = if l.path.is_empty() { "<no stack>".to_string() } else { l.path.join(" > ") };
         let cut = if l.cut { "... > " } else { "" };
-        let _ = writeln!(
-            out,
-            "  {:>10} {}  {cut}{path}",
-            l.allocs,
-            bytes_pct(l.bytes, l.percent, 14)
-        );
+        let _ = writeln!(out, "  {:>10} {}  {cut}{path}", l.allocs, bytes_pct(l.bytes, l.percent, 14));
     }
     more(out, n, r.leaks.len(), "paths");
 }
@@ -326,16 +240,9 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
 fn bins(r: &Report, o: &TextOptions, out: &mut String) {
     let b = &r.bins;
     let _ = writeln!(out, "ALLOCATION BIN TABLE (by requested size)");
-    let _ = writeln!(
-        out,
-        "  {:>8} {:>10} {:>20} {:>10} {:>20}",
-        "size", "allocs", "bytes (%)", "frees", "kept (%)"
-    );
+    let _ = writeln!(out, "  {:>8} {:>10} {:>20} {:>10} {:>20}", "size", "allocs", "bytes (%)", "frees", "kept (%)");
     // Exact sizes: the `--top` largest by bytes, shown in size order; the > 1024 bin always.
-    let (big, exact) = b
-        .rows
-        .split_last()
-        .expect("the > 1024 bin is always present");
+    let (big, exact) = b.rows.split_last().expect("the > 1024 bin is always present");
     let n = o.limit(exact.len());
     let mut shown: Vec<_> = exact.iter().collect();
     shown.sort_by(|x, y| y.bytes.cmp(&x.bytes).then(x.size.cmp(&y.size)));
@@ -354,20 +261,14 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
         );
     }
     let t = &b.total;
-    let _ = writeln!(
-        out,
-        "  {:>8} {:>10} {:>14}       {:>10} {:>14}",
-        "<TOTAL>", t.allocs, t.bytes, t.frees, t.kept_bytes
-    );
+    let _ =
+        writeln!(out, "  {:>8} {:>10} {:>14}       {:>10} {:>14}", "<TOTAL>", t.allocs, t.bytes, t.frees, t.kept_bytes);
     more(out, n, exact.len(), "sizes");
 }
 
 fn direct(r: &Report, o: &TextOptions, out: &mut String) {
     let d = &r.direct;
-    let _ = writeln!(
-        out,
-        "DIRECT ALLOCATION TABLE (functions that called the allocator)"
-    );
+    let _ = writeln!(out, "DIRECT ALLOCATION TABLE (functions that called the allocator)");
     let _ = writeln!(
         out,
         "  {:>5} {:>14} | {:^15} | {:>14} | {:^15} | {:>10}  name",
@@ -396,20 +297,13 @@ fn direct(r: &Report, o: &TextOptions, out: &mut String) {
 }
 
 fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
-    let _ = writeln!(
-        out,
-        "ALLOCATION CALL GRAPH (gprof layout: callers above each entry, callees below)"
-    );
+    let _ = writeln!(out, "ALLOCATION CALL GRAPH (gprof layout: callers above each entry, callees below)");
     let _ = writeln!(
         out,
         "  self: bytes it allocated itself; self+desc: with its callees; called: allocations through it\n  \
          caller and callee lines: the same through that edge; called = via the edge / via the callee"
     );
-    let _ = writeln!(
-        out,
-        "  {:<7} {:>6} {:>14} {:>14} {:>15}  name",
-        "index", "%total", "self", "self+desc", "called"
-    );
+    let _ = writeln!(out, "  {:<7} {:>6} {:>14} {:>14} {:>15}  name", "index", "%total", "self", "self+desc", "called");
     let rule = format!("  {}", "-".repeat(90));
     let edge_line = |out: &mut String, e: &CallGraphEdge| {
         let called = format!("{}/{}", e.calls, e.total_calls);
@@ -425,11 +319,8 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
         for c in &e.callers {
             edge_line(out, c);
         }
-        let called = if e.recursive_calls > 0 {
-            format!("{}+{}", e.calls, e.recursive_calls)
-        } else {
-            e.calls.to_string()
-        };
+        let called =
+            if e.recursive_calls > 0 { format!("{}+{}", e.calls, e.recursive_calls) } else { e.calls.to_string() };
         let _ = writeln!(
             out,
             "  {:<7} {:>6.1} {:>14} {:>14} {:>15}  {} [{}]",

@@ -171,21 +171,14 @@ struct State {
 impl State {
     fn slot(&mut self, stack: u32) -> u32 {
         // A wild id (a damaged writer) would size the table by it: count it as no stack.
-        let stack = if stack > crate::load::MAX_STACK_ID {
-            0
-        } else {
-            stack
-        };
+        let stack = if stack > crate::load::MAX_STACK_ID { 0 } else { stack };
         let i = stack as usize;
         if i >= self.slot_of.len() {
             self.slot_of.resize(i + 1, u32::MAX);
         }
         if self.slot_of[i] == u32::MAX {
             self.slot_of[i] = self.r.stacks.len() as u32;
-            self.r.stacks.push(StackStats {
-                stack,
-                ..StackStats::default()
-            });
+            self.r.stacks.push(StackStats { stack, ..StackStats::default() });
         }
         self.slot_of[i]
     }
@@ -298,11 +291,7 @@ impl State {
 pub fn replay(events: impl Iterator<Item = Event>) -> Replay {
     let n_ops = Op::ALL.iter().map(|&o| o as usize).max().unwrap_or(0) + 1;
     let mut st = State {
-        r: Replay {
-            calls_by_op: vec![0; n_ops],
-            frees_by_op: vec![0; n_ops],
-            ..Replay::default()
-        },
+        r: Replay { calls_by_op: vec![0; n_ops], frees_by_op: vec![0; n_ops], ..Replay::default() },
         live: IdMap::default(),
         slot_of: Vec::new(),
         last_alloc: IdMap::default(),
@@ -319,16 +308,7 @@ mod tests {
     use super::*;
 
     fn ev(ts: u64, tid: u32, op: Op, addr: u64, old_addr: u64, size: u64, stack: u32) -> Event {
-        Event {
-            ts,
-            tid,
-            op,
-            addr,
-            old_addr,
-            size,
-            usable: size,
-            stack,
-        }
+        Event { ts, tid, op, addr, old_addr, size, usable: size, stack }
     }
 
     #[test]
@@ -362,30 +342,16 @@ mod tests {
         assert_eq!(r.threads, 2);
         assert_eq!(r.allocations - r.deallocations, r.leaked_objects);
         let s2 = r.stacks.iter().find(|s| s.stack == 2).unwrap();
-        assert_eq!(
-            (s2.allocs, s2.kept, s2.kept_bytes, s2.kept_by_class),
-            (1, 1, 30, [30, 0, 0, 0])
-        );
+        assert_eq!((s2.allocs, s2.kept, s2.kept_bytes, s2.kept_by_class), (1, 1, 30, [30, 0, 0, 0]));
         assert_eq!(r.bins.frees[50], 1);
         assert_eq!(r.bins.allocs[10], 1);
     }
 
     #[test]
     fn reused_live_address_implies_a_release() {
-        let evs = [
-            ev(1, 1, Op::Malloc, 0x100, 0, 10, 1),
-            ev(2, 1, Op::Malloc, 0x100, 0, 2000, 1),
-        ];
+        let evs = [ev(1, 1, Op::Malloc, 0x100, 0, 10, 1), ev(2, 1, Op::Malloc, 0x100, 0, 2000, 1)];
         let r = replay(evs.into_iter());
-        assert_eq!(
-            (
-                r.allocations,
-                r.deallocations,
-                r.overwritten,
-                r.leaked_objects
-            ),
-            (2, 1, 1, 1)
-        );
+        assert_eq!((r.allocations, r.deallocations, r.overwritten, r.leaked_objects), (2, 1, 1, 1));
         assert_eq!(r.bins.allocs[BIN_COUNT - 1], 1);
         assert_eq!(r.leaked_bytes, 2000);
     }

@@ -44,18 +44,9 @@ fn report() -> Report {
     for a in [0x30, 0x31, 0x32] {
         s.add(a, "main");
     }
-    s.add(0x81, "f")
-        .add(0x82, "f")
-        .add(0x91, "g")
-        .add(0x92, "g")
-        .add(0x93, "g")
-        .add(0xa1, "h");
+    s.add(0x81, "f").add(0x82, "f").add(0x91, "g").add(0x92, "g").add(0x93, "g").add(0xa1, "h");
     s.add(0xb1, "r").add(0xb2, "r").add(0xb3, "r");
-    analyze(
-        &Trace::from_reader(&trace()[..]).unwrap(),
-        &mut s,
-        &Options::default(),
-    )
+    analyze(&Trace::from_reader(&trace()[..]).unwrap(), &mut s, &Options::default())
 }
 
 #[test]
@@ -65,63 +56,29 @@ fn mutual_recursion_is_one_cycle_entry_counted_once() {
     let total = 10 + 200 + 1000 + 7;
     assert_eq!(r.summary.bytes_allocated, total);
     let main = &g[0];
-    assert_eq!(
-        (
-            main.name.as_str(),
-            main.inclusive_bytes,
-            main.calls,
-            main.self_bytes
-        ),
-        ("main", total, 5, 0)
-    );
+    assert_eq!((main.name.as_str(), main.inclusive_bytes, main.calls, main.self_bytes), ("main", total, 5, 0));
 
-    let fg = g
-        .iter()
-        .find(|e| e.members == ["f", "g"])
-        .expect("f and g merged");
+    let fg = g.iter().find(|e| e.members == ["f", "g"]).expect("f and g merged");
     assert!(fg.is_cycle);
     assert!(fg.name.starts_with("<cycle "), "{}", fg.name);
     // 10 (through f>g>f>g, once, not twice) + 200 (f>h) + 7 (g directly from main).
     assert_eq!(fg.inclusive_bytes, 217);
     assert_eq!(fg.self_bytes, 17);
     assert_eq!(fg.calls, 4);
-    assert_eq!(
-        fg.recursive_calls, 3,
-        "f>g>f>g is one entry into the cycle and three recursive frames"
-    );
+    assert_eq!(fg.recursive_calls, 3, "f>g>f>g is one entry into the cycle and three recursive frames");
     assert!((fg.inclusive_percent - 217.0 * 100.0 / total as f64).abs() < 1e-9);
     // Edges inside the cycle are not shown; main is its only caller, h its only callee.
-    let callers: Vec<(&str, u64, u64, u64, u64)> = fg
-        .callers
-        .iter()
-        .map(|c| {
-            (
-                c.name.as_str(),
-                c.bytes,
-                c.self_bytes,
-                c.calls,
-                c.total_calls,
-            )
-        })
-        .collect();
+    let callers: Vec<(&str, u64, u64, u64, u64)> =
+        fg.callers.iter().map(|c| (c.name.as_str(), c.bytes, c.self_bytes, c.calls, c.total_calls)).collect();
     assert_eq!(callers, [("main", 217, 17, 4, 4)]);
-    let callees: Vec<(&str, u64, u64, u64)> = fg
-        .callees
-        .iter()
-        .map(|c| (c.name.as_str(), c.bytes, c.calls, c.total_calls))
-        .collect();
+    let callees: Vec<(&str, u64, u64, u64)> =
+        fg.callees.iter().map(|c| (c.name.as_str(), c.bytes, c.calls, c.total_calls)).collect();
     assert_eq!(callees, [("h", 200, 2, 2)]);
     // main lists the cycle as a callee under its cycle name.
-    assert!(main
-        .callees
-        .iter()
-        .any(|c| c.name == fg.name && c.index == fg.index && c.bytes == 217));
+    assert!(main.callees.iter().any(|c| c.name == fg.name && c.index == fg.index && c.bytes == 217));
 
     let h = g.iter().find(|e| e.name == "h").unwrap();
-    assert_eq!(
-        (h.self_bytes, h.inclusive_bytes, h.calls, h.is_cycle),
-        (200, 200, 2, false)
-    );
+    assert_eq!((h.self_bytes, h.inclusive_bytes, h.calls, h.is_cycle), (200, 200, 2, false));
     assert_eq!(h.callers[0].name, fg.name);
 }
 
@@ -131,15 +88,7 @@ fn self_recursion_is_a_cycle_of_one() {
     let rr = r.call_graph.iter().find(|e| e.members == ["r"]).unwrap();
     assert!(rr.is_cycle);
     assert_eq!(rr.name, "<cycle 1>", "the largest cycle is numbered first");
-    assert_eq!(
-        (
-            rr.self_bytes,
-            rr.inclusive_bytes,
-            rr.calls,
-            rr.recursive_calls
-        ),
-        (1000, 1000, 1, 2)
-    );
+    assert_eq!((rr.self_bytes, rr.inclusive_bytes, rr.calls, rr.recursive_calls), (1000, 1000, 1, 2));
     assert_eq!(rr.callers.len(), 1);
     assert!(rr.callees.is_empty());
     // Indices follow inclusive bytes.
@@ -155,12 +104,7 @@ fn leak_and_direct_tables_keep_real_frames_in_recursion() {
     let l = r.leaks.iter().find(|l| l.bytes == 10).unwrap();
     assert_eq!(l.path, ["main", "f", "g", "f", "g"]);
     assert!(!l.cut);
-    let direct: Vec<(&str, u64, u64)> = r
-        .direct
-        .rows
-        .iter()
-        .map(|d| (d.function.as_str(), d.bytes, d.calls))
-        .collect();
+    let direct: Vec<(&str, u64, u64)> = r.direct.rows.iter().map(|d| (d.function.as_str(), d.bytes, d.calls)).collect();
     assert_eq!(direct, [("r", 1000, 1), ("h", 200, 2), ("g", 17, 2)]);
     assert_eq!(r.direct.total.bytes_by_class.to_array(), [17, 200, 1000, 0]);
 }

@@ -43,14 +43,7 @@ fn compile(compiler: &str, src: &str, dir: &Path, file: &str) -> Option<PathBuf>
     let src_path = dir.join(file);
     std::fs::write(&src_path, src).unwrap();
     let out = dir.join(file.split('.').next().unwrap());
-    let st = Command::new(compiler)
-        .arg("-g")
-        .arg("-O0")
-        .arg("-o")
-        .arg(&out)
-        .arg(&src_path)
-        .status()
-        .ok()?;
+    let st = Command::new(compiler).arg("-g").arg("-O0").arg("-o").arg(&out).arg(&src_path).status().ok()?;
     assert!(st.success(), "{compiler} failed");
     Some(out)
 }
@@ -59,32 +52,15 @@ fn compile(compiler: &str, src: &str, dir: &Path, file: &str) -> Option<PathBuf>
 fn module(bin: &Path) -> ModuleRecord {
     let data = std::fs::read(bin).unwrap();
     let obj = object::File::parse(&*data).unwrap();
-    let segments = obj
-        .segments()
-        .map(|s| Segment {
-            vaddr: s.address(),
-            memsz: s.size(),
-            flags: 5,
-        })
-        .collect();
-    ModuleRecord {
-        ts: 0,
-        loaded: true,
-        base: BASE,
-        path: bin.display().to_string(),
-        build_id: Vec::new(),
-        segments,
-    }
+    let segments = obj.segments().map(|s| Segment { vaddr: s.address(), memsz: s.size(), flags: 5 }).collect();
+    ModuleRecord { ts: 0, loaded: true, base: BASE, path: bin.display().to_string(), build_id: Vec::new(), segments }
 }
 
 /// Address of the symbol whose (mangled) name contains `needle`.
 fn symbol_addr(bin: &Path, needle: &str) -> u64 {
     let data = std::fs::read(bin).unwrap();
     let obj = object::File::parse(&*data).unwrap();
-    obj.symbols()
-        .find(|s| s.name().is_ok_and(|n| n.contains(needle)) && s.size() > 0)
-        .unwrap()
-        .address()
+    obj.symbols().find(|s| s.name().is_ok_and(|n| n.contains(needle)) && s.size() > 0).unwrap().address()
 }
 
 fn frames(sym: &mut ElfSymbolizer, ret: u64) -> Vec<Frame> {
@@ -107,10 +83,7 @@ fn c_function_name_file_and_line() {
     let f = frames(&mut sym, BASE + addr + 1);
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0].function.as_deref(), Some("target_fn"));
-    assert!(
-        f[0].file.as_deref().is_some_and(|p| p.ends_with("t.c")),
-        "{f:?}"
-    );
+    assert!(f[0].file.as_deref().is_some_and(|p| p.ends_with("t.c")), "{f:?}");
     assert!(matches!(f[0].line, Some(3 | 4)), "{f:?}");
     assert_eq!(f[0].module.as_deref(), Some("t"));
     assert_eq!(f[0].module_offset, addr + 1);
@@ -118,10 +91,7 @@ fn c_function_name_file_and_line() {
 
     // Outside every module: an unnamed frame without module.
     let f = frames(&mut sym, 0x10);
-    assert_eq!(
-        (f[0].function.as_deref(), f[0].module.as_deref()),
-        (None, None)
-    );
+    assert_eq!((f[0].function.as_deref(), f[0].module.as_deref()), (None, None));
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -135,11 +105,7 @@ fn cxx_names_are_demangled() {
     let addr = symbol_addr(&bin, "Factory4make");
     let mut sym = ElfSymbolizer::new(&[module(&bin)]);
     let f = frames(&mut sym, BASE + addr + 1);
-    assert_eq!(
-        f.last().unwrap().function.as_deref(),
-        Some("widgets::Factory::make(int, char const*)"),
-        "{f:?}"
-    );
+    assert_eq!(f.last().unwrap().function.as_deref(), Some("widgets::Factory::make(int, char const*)"), "{f:?}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -151,22 +117,13 @@ fn separate_debug_file_by_debuglink_and_symbol_fallback() {
         return;
     };
     let addr = symbol_addr(&bin, "target_fn");
-    let run = |args: &[&str]| {
-        Command::new(args[0])
-            .args(&args[1..])
-            .current_dir(&dir)
-            .status()
-            .map(|s| s.success())
-    };
+    let run = |args: &[&str]| Command::new(args[0]).args(&args[1..]).current_dir(&dir).status().map(|s| s.success());
     if run(&["objcopy", "--only-keep-debug", "t", "t.debug"]).ok() != Some(true) {
         eprintln!("objcopy not found: skipped");
         return;
     }
     assert_eq!(run(&["strip", "--strip-all", "t"]).ok(), Some(true));
-    assert_eq!(
-        run(&["objcopy", "--add-gnu-debuglink=t.debug", "t"]).ok(),
-        Some(true)
-    );
+    assert_eq!(run(&["objcopy", "--add-gnu-debuglink=t.debug", "t"]).ok(), Some(true));
     let mut sym = ElfSymbolizer::new(&[module(&bin)]);
     let f = frames(&mut sym, BASE + addr + 1);
     assert_eq!(f[0].function.as_deref(), Some("target_fn"), "{f:?}");
@@ -176,14 +133,7 @@ fn separate_debug_file_by_debuglink_and_symbol_fallback() {
     std::fs::remove_file(dir.join("t.debug")).unwrap();
     let mut sym = ElfSymbolizer::new(&[module(&bin)]);
     let f = frames(&mut sym, BASE + addr + 1);
-    assert_eq!(
-        (
-            f[0].function.as_deref(),
-            f[0].module.as_deref(),
-            f[0].module_offset
-        ),
-        (None, Some("t"), addr + 1)
-    );
+    assert_eq!((f[0].function.as_deref(), f[0].module.as_deref(), f[0].module_offset), (None, Some("t"), addr + 1));
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -195,20 +145,12 @@ fn unopenable_modules_give_module_offsets() {
         base: 0x7fff_0000_0000,
         path: "linux-vdso.so.1".into(),
         build_id: Vec::new(),
-        segments: vec![Segment {
-            vaddr: 0,
-            memsz: 0x2000,
-            flags: 5,
-        }],
+        segments: vec![Segment { vaddr: 0, memsz: 0x2000, flags: 5 }],
     };
     let mut sym = ElfSymbolizer::new(&[m]);
     let f = frames(&mut sym, 0x7fff_0000_0123);
     assert_eq!(
-        (
-            f[0].function.as_deref(),
-            f[0].module.as_deref(),
-            f[0].module_offset
-        ),
+        (f[0].function.as_deref(), f[0].module.as_deref(), f[0].module_offset),
         (None, Some("linux-vdso.so.1"), 0x123)
     );
 }
@@ -221,11 +163,7 @@ fn rebuilt_module_is_not_trusted() {
         return;
     };
     let data = std::fs::read(&bin).unwrap();
-    let real_id = object::File::parse(&*data)
-        .unwrap()
-        .build_id()
-        .unwrap()
-        .map(<[u8]>::to_vec);
+    let real_id = object::File::parse(&*data).unwrap().build_id().unwrap().map(<[u8]>::to_vec);
     let Some(real_id) = real_id else {
         eprintln!("gcc wrote no build id: skipped");
         return;
@@ -236,20 +174,14 @@ fn rebuilt_module_is_not_trusted() {
     let mut m = module(&bin);
     m.build_id = real_id.clone();
     let mut sym = ElfSymbolizer::new(&[m.clone()]);
-    assert_eq!(
-        frames(&mut sym, BASE + addr + 1)[0].function.as_deref(),
-        Some("target_fn")
-    );
+    assert_eq!(frames(&mut sym, BASE + addr + 1)[0].function.as_deref(), Some("target_fn"));
     assert!(sym.warnings().is_empty());
 
     // The file on disk is not the one that ran: no names, and one warning saying so.
     m.build_id = real_id.iter().map(|b| b ^ 0xff).collect();
     let mut sym = ElfSymbolizer::new(&[m]);
     let f = frames(&mut sym, BASE + addr + 1);
-    assert_eq!(
-        (f[0].function.as_deref(), f[0].module.as_deref()),
-        (None, Some("t"))
-    );
+    assert_eq!((f[0].function.as_deref(), f[0].module.as_deref()), (None, Some("t")));
     let w = sym.warnings();
     assert_eq!(w.len(), 1);
     assert!(w[0].contains("build id"), "{w:?}");

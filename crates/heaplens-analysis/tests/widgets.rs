@@ -111,13 +111,7 @@ fn memory_leak_table() {
     assert_eq!(l.percent, 100.0);
 
     // Two frames: the path is cut.
-    let r = report(
-        &widgets_trace(),
-        &Options {
-            leak_depth: 2,
-            ..Options::default()
-        },
-    );
+    let r = report(&widgets_trace(), &Options { leak_depth: 2, ..Options::default() });
     assert_eq!(r.leaks[0].path, ["make_red_widget", "make_widget"]);
     assert!(r.leaks[0].cut);
 }
@@ -129,21 +123,12 @@ fn allocation_bin_table() {
     assert_eq!(rows.len(), 2);
     let b = &rows[0];
     assert_eq!(b.size, Some(204));
-    assert_eq!(
-        (b.allocs, b.bytes, b.frees, b.kept_bytes),
-        (10_000, 2_040_000, 4981, 1_023_876)
-    );
+    assert_eq!((b.allocs, b.bytes, b.frees, b.kept_bytes), (10_000, 2_040_000, 4981, 1_023_876));
     assert_eq!((b.bytes_percent, b.kept_percent), (100.0, 100.0));
     let big = &rows[1];
-    assert_eq!(
-        (big.size, big.allocs, big.bytes, big.frees, big.kept_bytes),
-        (None, 0, 0, 0, 0)
-    );
+    assert_eq!((big.size, big.allocs, big.bytes, big.frees, big.kept_bytes), (None, 0, 0, 0, 0));
     let t = &r.bins.total;
-    assert_eq!(
-        (t.allocs, t.bytes, t.frees, t.kept_bytes),
-        (10_000, 2_040_000, 4981, 1_023_876)
-    );
+    assert_eq!((t.allocs, t.bytes, t.frees, t.kept_bytes), (10_000, 2_040_000, 4981, 1_023_876));
 }
 
 #[test]
@@ -169,55 +154,22 @@ fn allocation_call_graph() {
     let g = &r.call_graph;
     let names: Vec<&str> = g.iter().map(|e| e.name.as_str()).collect();
     // mprof's Figure 5 order: main [0], make_widget [1], make_red_widget [2], make_blue_widget [3].
-    assert_eq!(
-        names,
-        ["main", "make_widget", "make_red_widget", "make_blue_widget"]
-    );
-    assert!(g
-        .iter()
-        .enumerate()
-        .all(|(i, e)| e.index == i && !e.is_cycle));
+    assert_eq!(names, ["main", "make_widget", "make_red_widget", "make_blue_widget"]);
+    assert!(g.iter().enumerate().all(|(i, e)| e.index == i && !e.is_cycle));
 
     let main = &g[0];
-    assert_eq!(
-        (main.self_bytes, main.inclusive_bytes, main.calls),
-        (0, 2_040_000, 10_000)
-    );
+    assert_eq!((main.self_bytes, main.inclusive_bytes, main.calls), (0, 2_040_000, 10_000));
     assert_eq!(main.inclusive_percent, 100.0);
     assert!(main.callers.is_empty());
-    let callees: Vec<(&str, u64, u64, u64)> = main
-        .callees
-        .iter()
-        .map(|c| (c.name.as_str(), c.bytes, c.calls, c.total_calls))
-        .collect();
-    assert_eq!(
-        callees,
-        [
-            ("make_red_widget", 1_023_876, 5019, 5019),
-            ("make_blue_widget", 1_016_124, 4981, 4981)
-        ]
-    );
+    let callees: Vec<(&str, u64, u64, u64)> =
+        main.callees.iter().map(|c| (c.name.as_str(), c.bytes, c.calls, c.total_calls)).collect();
+    assert_eq!(callees, [("make_red_widget", 1_023_876, 5019, 5019), ("make_blue_widget", 1_016_124, 4981, 4981)]);
 
     let mw = &g[1];
-    assert_eq!(
-        (mw.self_bytes, mw.inclusive_bytes, mw.calls),
-        (2_040_000, 2_040_000, 10_000)
-    );
+    assert_eq!((mw.self_bytes, mw.inclusive_bytes, mw.calls), (2_040_000, 2_040_000, 10_000));
     assert_eq!(mw.self_by_class.m, 2_040_000);
-    let callers: Vec<(&str, usize, u64, u64, u64, u64)> = mw
-        .callers
-        .iter()
-        .map(|c| {
-            (
-                c.name.as_str(),
-                c.index,
-                c.bytes,
-                c.self_bytes,
-                c.calls,
-                c.total_calls,
-            )
-        })
-        .collect();
+    let callers: Vec<(&str, usize, u64, u64, u64, u64)> =
+        mw.callers.iter().map(|c| (c.name.as_str(), c.index, c.bytes, c.self_bytes, c.calls, c.total_calls)).collect();
     assert_eq!(
         callers,
         [
@@ -228,22 +180,12 @@ fn allocation_call_graph() {
     assert!(mw.callees.is_empty());
 
     let red = &g[2];
-    assert_eq!(
-        (red.self_bytes, red.inclusive_bytes, red.calls),
-        (0, 1_023_876, 5019)
-    );
+    assert_eq!((red.self_bytes, red.inclusive_bytes, red.calls), (0, 1_023_876, 5019));
     assert!((red.inclusive_percent - 50.19).abs() < 1e-9);
     assert_eq!(red.callers[0].name, "main");
+    assert_eq!((red.callers[0].calls, red.callers[0].total_calls), (5019, 5019));
     assert_eq!(
-        (red.callers[0].calls, red.callers[0].total_calls),
-        (5019, 5019)
-    );
-    assert_eq!(
-        (
-            red.callees[0].name.as_str(),
-            red.callees[0].calls,
-            red.callees[0].total_calls
-        ),
+        (red.callees[0].name.as_str(), red.callees[0].calls, red.callees[0].total_calls),
         ("make_widget", 5019, 10_000)
     );
     assert!((g[3].inclusive_percent - 49.81).abs() < 1e-9);
@@ -263,37 +205,15 @@ fn call_sites_tell_frames_apart() {
     sym.add_frames(0x5555_0000_1040, vec![site("main", 71)]);
     sym.add_frames(0x5555_0000_1110, vec![site("make_red_widget", 55)]);
     let trace = Trace::from_reader(&widgets_trace()[..]).unwrap();
-    let r = analyze(
-        &trace,
-        &mut sym,
-        &Options {
-            call_sites: true,
-            ..Options::default()
-        },
-    );
-    assert_eq!(
-        r.leaks[0].path,
-        [
-            "main@widgets.c:71",
-            "make_red_widget@widgets.c:55",
-            "make_widget@widgets.c:42"
-        ]
-    );
+    let r = analyze(&trace, &mut sym, &Options { call_sites: true, ..Options::default() });
+    assert_eq!(r.leaks[0].path, ["main@widgets.c:71", "make_red_widget@widgets.c:55", "make_widget@widgets.c:42"]);
 }
 
 #[test]
 fn json_has_the_documented_keys() {
     let r = report(&widgets_trace(), &Options::default());
     let v = serde_json::to_value(&r).unwrap();
-    for k in [
-        "trace",
-        "process",
-        "summary",
-        "leaks",
-        "bins",
-        "direct",
-        "call_graph",
-    ] {
+    for k in ["trace", "process", "summary", "leaks", "bins", "direct", "call_graph"] {
         assert!(v.get(k).is_some(), "{k}");
     }
     for k in ["path", "truncated", "corrupt_blocks", "complete"] {
@@ -321,10 +241,7 @@ fn json_has_the_documented_keys() {
         assert!(v["summary"].get(k).is_some(), "summary.{k}");
     }
     assert_eq!(v["summary"]["calls_by_kind"]["malloc"], 10_000);
-    assert_eq!(
-        v["leaks"][0]["path"],
-        serde_json::json!(["main", "make_red_widget", "make_widget"])
-    );
+    assert_eq!(v["leaks"][0]["path"], serde_json::json!(["main", "make_red_widget", "make_widget"]));
     assert_eq!(v["bins"]["rows"][1]["size"], serde_json::Value::Null);
     assert_eq!(v["bins"]["total"]["kept_bytes"], 1_023_876);
     assert_eq!(v["direct"]["rows"][0]["bytes_by_class"]["m"], 2_040_000);
@@ -354,41 +271,24 @@ fn text_report_shows_the_tables() {
     let r = report(&widgets_trace(), &Options::default());
     let text = render(&r, &TextOptions::default());
     println!("{text}");
-    assert!(
-        text.contains("main > make_red_widget > make_widget"),
-        "{text}"
-    );
+    assert!(text.contains("main > make_red_widget > make_widget"), "{text}");
     assert!(text.contains("1023876 (100)"), "{text}");
     assert!(text.contains("<TOTAL>"));
     assert!(text.contains("make_widget [1]"));
-    let leak_line = text
-        .lines()
-        .find(|l| l.contains("main > make_red_widget"))
-        .unwrap();
+    let leak_line = text.lines().find(|l| l.contains("main > make_red_widget")).unwrap();
     assert!(leak_line.trim_start().starts_with("5019"), "{leak_line}");
 }
 
 #[test]
 fn threads_merge_by_time() {
     // Thread 1 allocates, thread 2 frees it later; their blocks are written in the other order.
-    let t1 = [
-        malloc(START + 10, 0x1000, 64, 6),
-        malloc(START + 30, 0x2000, 64, 6),
-    ];
+    let t1 = [malloc(START + 10, 0x1000, 64, 6), malloc(START + 30, 0x2000, 64, 6)];
     let t2 = [free(START + 20, 0x1000), free(START + 40, 0x2000)];
     let mut b = TraceBuilder::new(START);
     b.events(2, &t2, 10).events(1, &t1, 10).stacks(NODES);
     let r = report(&b.finish(START + 100), &Options::default());
     let s = &r.summary;
-    assert_eq!(
-        (
-            s.allocations,
-            s.deallocations,
-            s.unmatched_frees,
-            s.leaked_objects
-        ),
-        (2, 2, 0, 0)
-    );
+    assert_eq!((s.allocations, s.deallocations, s.unmatched_frees, s.leaked_objects), (2, 2, 0, 0));
     assert_eq!((s.peak_bytes, s.peak_time_ns), (64, 10));
     assert_eq!(s.threads, 2);
 }
@@ -401,23 +301,13 @@ fn truncated_trace_reports_what_it_has() {
     let r = analyze(&trace, &mut symbolizer(), &Options::default());
     assert!(r.trace.truncated);
     assert_eq!(r.summary.allocations, N);
-    assert_eq!(
-        r.summary.allocations - r.summary.deallocations,
-        r.summary.leaked_objects
-    );
+    assert_eq!(r.summary.allocations - r.summary.deallocations, r.summary.leaked_objects);
     // Without the stack definitions the paths are unknown, but the numbers stand.
     let no_stacks = &full[..full.len() / 2];
-    let r = analyze(
-        &Trace::from_reader(no_stacks).unwrap(),
-        &mut symbolizer(),
-        &Options::default(),
-    );
+    let r = analyze(&Trace::from_reader(no_stacks).unwrap(), &mut symbolizer(), &Options::default());
     assert!(r.trace.truncated && !r.trace.complete);
     assert!(r.summary.allocations > 0);
-    assert_eq!(
-        r.summary.allocations - r.summary.deallocations,
-        r.summary.leaked_objects
-    );
+    assert_eq!(r.summary.allocations - r.summary.deallocations, r.summary.leaked_objects);
     assert!(r.direct.rows.iter().all(|d| d.function == "<unknown>"));
 }
 
@@ -434,35 +324,11 @@ fn realloc_and_unmatched_frees_keep_the_invariant() {
     use heaplens_trace::Op;
     let evs = [
         malloc(START + 1, 0x100, 10, 6),
-        Ev::Realloc {
-            op: Op::Realloc,
-            ts: START + 2,
-            old: 0x100,
-            addr: 0x200,
-            size: 3000,
-            stack: 6,
-        },
-        Ev::Realloc {
-            op: Op::Realloc,
-            ts: START + 3,
-            old: 0xdead,
-            addr: 0x300,
-            size: 40,
-            stack: 9,
-        },
+        Ev::Realloc { op: Op::Realloc, ts: START + 2, old: 0x100, addr: 0x200, size: 3000, stack: 6 },
+        Ev::Realloc { op: Op::Realloc, ts: START + 3, old: 0xdead, addr: 0x300, size: 40, stack: 9 },
         free(START + 4, 0xbeef),
-        Ev::Alloc {
-            op: Op::New,
-            ts: START + 5,
-            addr: 0,
-            size: 1 << 40,
-            stack: 6,
-        },
-        Ev::Free {
-            op: Op::Delete,
-            ts: START + 6,
-            addr: 0x300,
-        },
+        Ev::Alloc { op: Op::New, ts: START + 5, addr: 0, size: 1 << 40, stack: 6 },
+        Ev::Free { op: Op::Delete, ts: START + 6, addr: 0x300 },
     ];
     let mut b = TraceBuilder::new(START);
     b.events(1, &evs, 100).stacks(NODES);

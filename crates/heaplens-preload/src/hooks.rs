@@ -6,9 +6,9 @@ use std::ffi::c_void;
 
 use heaplens_trace::Op;
 
-use crate::tls::Guard;
-use crate::record::{self, Caller};
 use crate::real::call;
+use crate::record::{self, Caller};
+use crate::tls::Guard;
 
 type P = *mut c_void;
 

@@ -57,7 +57,13 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 
 /// The settings (defaults before start-up).
 pub fn config() -> &'static Config {
-    CONFIG.get_or_init(|| Config { output: PathBuf::new(), max_frames: 1024, follow_children: false, full_unwind: false, stats: false })
+    CONFIG.get_or_init(|| Config {
+        output: PathBuf::new(),
+        max_frames: 1024,
+        follow_children: false,
+        full_unwind: false,
+        stats: false,
+    })
 }
 
 const OFF: u8 = 0;
@@ -104,7 +110,8 @@ fn start() {
     let Some(out) = std::env::var_os("HEAPLENS_OUTPUT") else { return };
     let pid = std::process::id();
     let output = PathBuf::from(out.to_string_lossy().replace("%p", &pid.to_string()));
-    let max_frames = std::env::var("HEAPLENS_MAX_FRAMES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024usize).clamp(1, 1 << 16);
+    let max_frames =
+        std::env::var("HEAPLENS_MAX_FRAMES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024usize).clamp(1, 1 << 16);
     let follow_children = std::env::var_os("HEAPLENS_FOLLOW_CHILDREN").is_some_and(|v| v == "1");
     let full_unwind = std::env::var_os("HEAPLENS_FULL_UNWIND").is_some_and(|v| v == "1");
     let stats = std::env::var_os("HEAPLENS_STATS").is_some_and(|v| v == "1");
@@ -148,14 +155,17 @@ fn process_record(max_frames: usize) -> ProcessRecord {
 fn forget_preload() {
     if let Some(v) = std::env::var_os("LD_PRELOAD") {
         let v = v.to_string_lossy().into_owned();
-        let rest: Vec<&str> = v.split([':', ' ']).filter(|s| !s.is_empty() && !s.contains("libheaplens_preload")).collect();
+        let rest: Vec<&str> =
+            v.split([':', ' ']).filter(|s| !s.is_empty() && !s.contains("libheaplens_preload")).collect();
         if rest.is_empty() {
             std::env::remove_var("LD_PRELOAD");
         } else {
             std::env::set_var("LD_PRELOAD", rest.join(":"));
         }
     }
-    for k in ["HEAPLENS_OUTPUT", "HEAPLENS_MAX_FRAMES", "HEAPLENS_FOLLOW_CHILDREN", "HEAPLENS_FULL_UNWIND", "HEAPLENS_STATS"] {
+    for k in
+        ["HEAPLENS_OUTPUT", "HEAPLENS_MAX_FRAMES", "HEAPLENS_FOLLOW_CHILDREN", "HEAPLENS_FULL_UNWIND", "HEAPLENS_STATS"]
+    {
         std::env::remove_var(k);
     }
 }

@@ -42,7 +42,8 @@ struct Collect {
 /// Re-reads the module list and returns what changed since the last call (loads, then
 /// unloads), updating the unwinder when anything did. `ts` stamps the records.
 pub fn refresh(ts: u64) -> Vec<ModuleRecord> {
-    let skip = KNOWN.lock().map(|k| k.iter().map(|m| (m.record.base, m.record.path.clone())).collect()).unwrap_or_default();
+    let skip =
+        KNOWN.lock().map(|k| k.iter().map(|m| (m.record.base, m.record.path.clone())).collect()).unwrap_or_default();
     let mut c = Collect { skip, found: Vec::new(), present: HashSet::new(), exe: crate::procinfo::exe_path() };
     // SAFETY: the callback only reads the loader's structures for the duration of the call.
     unsafe { libc::dl_iterate_phdr(Some(callback), (&mut c as *mut Collect).cast()) };
@@ -57,7 +58,13 @@ pub fn refresh(ts: u64) -> Vec<ModuleRecord> {
     known.retain(|k| {
         let keep = c.present.contains(&(k.record.base, k.record.path.clone()));
         if !keep {
-            let rec = ModuleRecord { ts, loaded: false, base: k.record.base, path: k.record.path.clone(), ..Default::default() };
+            let rec = ModuleRecord {
+                ts,
+                loaded: false,
+                base: k.record.base,
+                path: k.record.path.clone(),
+                ..Default::default()
+            };
             changes.push(rec);
         }
         keep

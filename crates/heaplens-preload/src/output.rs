@@ -85,7 +85,8 @@ pub fn open(path: &Path, process: &ProcessRecord) -> io::Result<PathBuf> {
             Ok(f) => {
                 let mut writer = BlockWriter::new(f)?;
                 writer.write_block(BlockKind::Process, &process.encode())?;
-                *SINK.lock().map_err(|_| io::Error::other("poisoned"))? = Some(Sink { writer, path: p.clone(), events: 0 });
+                *SINK.lock().map_err(|_| io::Error::other("poisoned"))? =
+                    Some(Sink { writer, path: p.clone(), events: 0 });
                 return Ok(p);
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
@@ -202,7 +203,12 @@ pub fn finish() {
     let nodes = intern::TRIE.lock().ok().and_then(|t| t.as_ref().map(|t| t.nodes)).unwrap_or(0);
     if let Ok(mut sink) = SINK.lock() {
         if let Some(s) = sink.as_mut() {
-            let end = EndRecord { events: s.events, stack_nodes: nodes, dropped: DROPPED.load(Ordering::Relaxed), end_mono_ns: procinfo::now_ns() };
+            let end = EndRecord {
+                events: s.events,
+                stack_nodes: nodes,
+                dropped: DROPPED.load(Ordering::Relaxed),
+                end_mono_ns: procinfo::now_ns(),
+            };
             let _ = s.writer.write_block(BlockKind::End, &end.encode());
             let _ = s.writer.flush();
         }

@@ -30,7 +30,9 @@ pub fn exe_path() -> String {
 /// The command line (`/proc/self/cmdline`), argv\[0\] first.
 pub fn argv() -> Vec<String> {
     std::fs::read("/proc/self/cmdline")
-        .map(|b| b.split(|&c| c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+        .map(|b| {
+            b.split(|&c| c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+        })
         .unwrap_or_default()
 }
 

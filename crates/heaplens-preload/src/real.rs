@@ -97,7 +97,7 @@ fn page_size() -> usize {
 }
 
 unsafe fn posix_memalign_fallback(out: *mut P, a: usize, n: usize) -> i32 {
-    if !a.is_power_of_two() || a % std::mem::size_of::<P>() != 0 {
+    if !a.is_power_of_two() || !a.is_multiple_of(std::mem::size_of::<P>()) {
         return libc::EINVAL;
     }
     let p = fallback::memalign(a, n);

@@ -90,8 +90,11 @@ fn guarded(f: impl FnOnce()) {
 }
 
 /// Records an allocation through `op` that returned `p` (null when it failed) for `size` bytes.
+///
+/// # Safety
+/// `p` is null or a block the allocator just returned.
 #[inline(always)]
-pub fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
+pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
     guarded(|| {
         let Some(t) = thread::current() else { return };
         // SAFETY: p came from the allocator (or is null, which is not passed on).
@@ -103,8 +106,11 @@ pub fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
 }
 
 /// Records a reallocation of `old` to `p` for `size` bytes.
+///
+/// # Safety
+/// `p` is null or a block the allocator just returned.
 #[inline(always)]
-pub fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, size: usize) {
+pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, size: usize) {
     guarded(|| {
         let Some(t) = thread::current() else { return };
         // SAFETY: as in `alloc`.

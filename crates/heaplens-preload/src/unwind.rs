@@ -195,7 +195,7 @@ impl Walker {
         // SAFETY: reads one register, touches no memory.
         unsafe { asm!("mov {sp}, rsp", sp = out(reg) sp, options(nomem, nostack, preserves_flags)) };
         let hi = if stack.contains(&sp) { stack.end } else { sp };
-        let readable = |addr: u64| addr >= sp && addr.checked_add(8).is_some_and(|e| e <= hi) && addr % 8 == 0;
+        let readable = |addr: u64| addr >= sp && addr.checked_add(8).is_some_and(|e| e <= hi) && addr.is_multiple_of(8);
         let first_slot = caller.cfa.wrapping_sub(8);
         if snap.is_null() || !readable(first_slot) {
             return Capture { node: 0, depth: 0, unwound: 0, unknown_code: false };

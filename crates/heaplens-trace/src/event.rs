@@ -179,7 +179,17 @@ impl EventEncoder {
     /// Encodes an allocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub fn alloc(&mut self, buf: &mut [u8], pos: &mut usize, op: Op, ts: u64, addr: u64, size: u64, usable: u64, stack: u32) {
+    pub fn alloc(
+        &mut self,
+        buf: &mut [u8],
+        pos: &mut usize,
+        op: Op,
+        ts: u64,
+        addr: u64,
+        size: u64,
+        usable: u64,
+        stack: u32,
+    ) {
         self.head(buf, pos, op, ts, addr);
         put_at(buf, pos, size);
         put_at(buf, pos, zigzag(usable.wrapping_sub(size) as i64));
@@ -189,7 +199,18 @@ impl EventEncoder {
     /// Encodes a reallocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub fn realloc(&mut self, buf: &mut [u8], pos: &mut usize, op: Op, ts: u64, old: u64, addr: u64, size: u64, usable: u64, stack: u32) {
+    pub fn realloc(
+        &mut self,
+        buf: &mut [u8],
+        pos: &mut usize,
+        op: Op,
+        ts: u64,
+        old: u64,
+        addr: u64,
+        size: u64,
+        usable: u64,
+        stack: u32,
+    ) {
         self.head(buf, pos, op, ts, addr);
         put_at(buf, pos, zigzag(old.wrapping_sub(addr) as i64));
         put_at(buf, pos, size);
@@ -287,8 +308,23 @@ mod tests {
         enc.alloc(&mut buf, &mut pos, Op::Calloc, 1700, 0, 1 << 50, 0, 3);
         let evs: Vec<Event> = EventDecoder::new(&buf[..pos]).unwrap().map(Result::unwrap).collect();
         assert_eq!(evs.len(), 4);
-        assert_eq!(evs[0], Event { ts: 1000, tid: 42, op: Op::Malloc, addr: 0x5555_0000_1000, old_addr: 0, size: 204, usable: 216, stack: 7 });
-        assert_eq!((evs[1].old_addr, evs[1].addr, evs[1].size, evs[1].usable, evs[1].stack), (0x5555_0000_1000, 0x5555_0000_0100, 300, 312, 9));
+        assert_eq!(
+            evs[0],
+            Event {
+                ts: 1000,
+                tid: 42,
+                op: Op::Malloc,
+                addr: 0x5555_0000_1000,
+                old_addr: 0,
+                size: 204,
+                usable: 216,
+                stack: 7
+            }
+        );
+        assert_eq!(
+            (evs[1].old_addr, evs[1].addr, evs[1].size, evs[1].usable, evs[1].stack),
+            (0x5555_0000_1000, 0x5555_0000_0100, 300, 312, 9)
+        );
         assert_eq!((evs[2].op, evs[2].ts, evs[2].addr), (Op::Delete, 1600, 0x5555_0000_0100));
         assert_eq!((evs[3].addr, evs[3].size, evs[3].usable), (0, 1 << 50, 0));
     }

@@ -24,5 +24,5 @@ pub mod writer;
 pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{ReadError, ReadStatus, TraceReader};
-pub use record::{EndRecord, ExitRecord, ModuleRecord, ProcessRecord, Malformed, Segment, StackNode, ThreadName};
+pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};
 pub use writer::BlockWriter;

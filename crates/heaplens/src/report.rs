@@ -12,11 +12,8 @@ use crate::{Format, ReportArgs};
 /// Runs `heaplens report`. Errors (unreadable file, not a trace) come back as one line; a
 /// damaged trace is reported as far as it reads, with a warning on stderr.
 pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
-    let opts = Options {
-        leak_depth: a.leak_depth.max(1),
-        call_sites: a.call_sites,
-        progress: io::stderr().is_terminal(),
-    };
+    let opts =
+        Options { leak_depth: a.leak_depth.max(1), call_sites: a.call_sites, progress: io::stderr().is_terminal() };
     let report = analyze_file(&a.trace, &opts)?;
     warn_if_damaged(&report);
     let out = match a.format {
@@ -34,17 +31,13 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
             render_text::render(&report, &t)
         }
         Format::Json => {
-            let mut s =
-                serde_json::to_string_pretty(&report).context("cannot serialize the report")?;
+            let mut s = serde_json::to_string_pretty(&report).context("cannot serialize the report")?;
             s.push('\n');
             s
         }
     };
     let mut stdout = io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
+    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
         // `heaplens report t | head` is not an error.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         r => r.context("cannot write the report"),

@@ -59,7 +59,8 @@ fn monotonic_ns() -> u64 {
 pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     let preload = find_preload()?;
     let program = &a.command[0];
-    let name = Path::new(program).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
+    let name =
+        Path::new(program).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let template = match &a.output {
         Some(o) => cwd.join(o),
@@ -144,7 +145,8 @@ fn child_traces(trace: &Path) -> Vec<PathBuf> {
             rd.filter_map(|e| e.ok())
                 .filter(|e| {
                     let n = e.file_name().to_string_lossy().into_owned();
-                    n.strip_prefix(&prefix).is_some_and(|rest| rest.split('.').all(|p| p.chars().all(|c| c.is_ascii_digit())))
+                    n.strip_prefix(&prefix)
+                        .is_some_and(|rest| rest.split('.').all(|p| p.chars().all(|c| c.is_ascii_digit())))
                 })
                 .map(|e| e.path())
                 .collect()

@@ -82,10 +82,7 @@ fn truncated_trace_still_reports() {
     assert_eq!(at(&v, "trace/complete"), &Value::Bool(false), "trace/complete");
     let (a, fa) = (u(&v, "summary/allocations"), u(&full, "summary/allocations"));
     assert!(a > 0 && a < fa, "half a trace has some but not all allocations: {a} of {fa}");
-    assert_eq!(
-        u(&v, "summary/allocations") - u(&v, "summary/deallocations"),
-        u(&v, "summary/leaked_objects")
-    );
+    assert_eq!(u(&v, "summary/allocations") - u(&v, "summary/deallocations"), u(&v, "summary/leaked_objects"));
     // The file header alone is an empty but valid trace.
     let header = dir.join("header.hltrace");
     std::fs::write(&header, &bytes[..16]).unwrap();

@@ -97,8 +97,5 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     assert!(allocs <= 200_000, "more allocations than made: {allocs}");
     assert_eq!(at(&v, "trace/complete"), &Value::Bool(false), "a SIGKILLed run cannot be complete");
     assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(9), "process/exit_signal");
-    assert_eq!(
-        u(&v, "summary/allocations") - u(&v, "summary/deallocations"),
-        u(&v, "summary/leaked_objects")
-    );
+    assert_eq!(u(&v, "summary/allocations") - u(&v, "summary/deallocations"), u(&v, "summary/leaked_objects"));
 }

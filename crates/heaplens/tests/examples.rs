@@ -14,9 +14,7 @@ fn profile(dir: &WorkDir, exe: &std::path::Path, args: &[&str], prefix: &str) ->
     let bare = run_bare(dir, exe, args).ok("bare run");
     let trace = dir.join(format!("{prefix}.hltrace"));
     let out = run_traced(dir, &trace, exe, args).ok("heaplens run");
-    let strip = |s: &str| -> Vec<_> {
-        truths(s, prefix).into_iter().map(stable).collect()
-    };
+    let strip = |s: &str| -> Vec<_> { truths(s, prefix).into_iter().map(stable).collect() };
     assert_eq!(strip(&out.stdout), strip(&bare.stdout), "stdout differs under heaplens\n{}", out.show());
     assert_eq!(out.stdout.lines().count(), bare.stdout.lines().count(), "stdout differs\n{}", out.show());
     assert_eq!(out.program_stderr(), bare.program_stderr(), "stderr differs under heaplens");
@@ -55,18 +53,12 @@ fn check_widgets(v: &Value, t: &std::collections::BTreeMap<String, String>, exe_
     assert_eq!(u(v, "summary/frees_by_kind/free"), blue, "frees_by_kind/free");
     assert_eq!(u(v, "summary/threads"), 1, "summary/threads");
     assert!(u(v, "summary/runtime_ns") > 0, "summary/runtime_ns");
-    assert!(
-        at(v, "process/exe").as_str().unwrap_or("").ends_with(exe_name),
-        "process/exe is {}",
-        at(v, "process/exe")
-    );
+    assert!(at(v, "process/exe").as_str().unwrap_or("").ends_with(exe_name), "process/exe is {}", at(v, "process/exe"));
 
     // Memory leak table (Figure 2): one path, main > make_red_widget > make_widget.
     let leaks = arr(v, "leaks");
-    let red_rows: Vec<&Value> = leaks
-        .iter()
-        .filter(|r| leak_path(r).ends_with(&["make_red_widget".into(), "make_widget".into()]))
-        .collect();
+    let red_rows: Vec<&Value> =
+        leaks.iter().filter(|r| leak_path(r).ends_with(&["make_red_widget".into(), "make_widget".into()])).collect();
     assert_eq!(red_rows.len(), 1, "expected one leak path through make_red_widget: {leaks:#?}");
     let row = red_rows[0];
     assert_eq!(leak_path(row), ["main", "make_red_widget", "make_widget"], "leak path");
@@ -290,8 +282,10 @@ fn cxx_new_and_delete_by_kind() {
     assert_eq!(u(row(1000), "frees"), 5, "free of malloc(1000)");
 
     // The constructor allocates the members; main allocates the rest.
-    let ctor: Vec<&Value> =
-        arr(&v, "direct/rows").iter().filter(|r| r["function"].as_str().unwrap_or("").starts_with("Buffer::Buffer")).collect();
+    let ctor: Vec<&Value> = arr(&v, "direct/rows")
+        .iter()
+        .filter(|r| r["function"].as_str().unwrap_or("").starts_with("Buffer::Buffer"))
+        .collect();
     assert!(!ctor.is_empty(), "no direct row for Buffer::Buffer: {:#?}", arr(&v, "direct/rows"));
     let ctor_bytes: u64 = ctor.iter().map(|r| u(r, "bytes")).sum();
     assert_eq!(ctor_bytes, it * (300 + msz), "Buffer::Buffer direct bytes");
@@ -385,10 +379,7 @@ fn fork_child_writes_its_own_trace() {
     assert_eq!(u(b, "allocs"), num(child, "allocs"), "child allocs");
     assert_eq!(u(b, "frees"), num(child, "frees"), "child frees");
     assert_eq!(u(b, "kept_bytes"), num(child, "kept") * 313, "child kept");
-    assert!(
-        arr(&cv, "direct/rows").iter().any(|r| r["function"] == "churn"),
-        "child allocations attributed to churn"
-    );
+    assert!(arr(&cv, "direct/rows").iter().any(|r| r["function"] == "churn"), "child allocations attributed to churn");
 }
 
 fn check_plugin(close: bool) {
@@ -462,7 +453,7 @@ fn exec_children_are_profiled_only_when_asked() {
     let out = run_traced(&dir, &trace, "/bin/sh", &["-c", &script]).ok("heaplens run sh");
     assert_eq!(truths(&out.stdout, "widgets").len(), 2, "{}", out.show());
     let files = traces_named(&dir, "plain.hltrace");
-    assert_eq!(files, [trace.clone()], "only the shell's trace");
+    assert_eq!(files, std::slice::from_ref(&trace), "only the shell's trace");
     let v = report(&dir, &trace);
     assert!(bin_row(&v, WIDGET).is_none(), "widgets were profiled without --follow-children");
 
@@ -481,8 +472,7 @@ fn exec_children_are_profiled_only_when_asked() {
             continue;
         }
         assert!(out.stderr.contains(&f.display().to_string()), "{} not listed\n{}", f.display(), out.show());
-        let argv: Vec<String> =
-            arr(&v, "process/argv").iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
+        let argv: Vec<String> = arr(&v, "process/argv").iter().filter_map(|a| a.as_str().map(str::to_string)).collect();
         let t = truth_lines
             .iter()
             .find(|t| argv.get(1) == t.get("made"))

@@ -78,10 +78,7 @@ sys.exit(0)
     let names = all_names(&v);
     let own: Vec<&String> = names.iter().filter(|n| n.starts_with("Py") || n.starts_with("_Py")).collect();
     assert!(!own.is_empty(), "no Py*/_Py* function from the python binary in the report");
-    assert!(
-        !symbolized_in(&v, "python3").is_empty(),
-        "no direct allocation symbolized in the python binary"
-    );
+    assert!(!symbolized_in(&v, "python3").is_empty(), "no direct allocation symbolized in the python binary");
     assert_libc_symbolized(&v);
 }
 
@@ -94,10 +91,7 @@ fn perl_one_liner() {
     assert_eq!(out.stdout, "20000 200010000 k1 k9999\n");
     assert!(u(&v, "summary/allocations") > 20000, "perl allocations");
     let names = all_names(&v);
-    assert!(
-        names.iter().any(|n| n.starts_with("Perl_")),
-        "no Perl_* function from the perl binary in the report"
-    );
+    assert!(names.iter().any(|n| n.starts_with("Perl_")), "no Perl_* function from the perl binary in the report");
     assert_libc_symbolized(&v);
 }
 
@@ -115,10 +109,7 @@ fn sqlite3_in_memory() {
     assert!(u(&v, "summary/allocations") > 100);
     // The sqlite3 shell is stripped; libsqlite3's exported functions have names.
     let names = all_names(&v);
-    assert!(
-        names.iter().any(|n| n.starts_with("sqlite3")),
-        "no sqlite3* function from libsqlite3 in the report"
-    );
+    assert!(names.iter().any(|n| n.starts_with("sqlite3")), "no sqlite3* function from libsqlite3 in the report");
     assert_libc_symbolized(&v);
 }
 
@@ -140,8 +131,8 @@ fn gcc_compiles_a_file() {
     let traced_obj = dir.join("traced.o");
     let bare = run_bare(&dir, &gcc, &["-O2", "-c", src, "-o", bare_obj.to_str().unwrap()]).ok("gcc");
     let trace = dir.join("gcc.hltrace");
-    let out = run_traced(&dir, &trace, &gcc, &["-O2", "-c", src, "-o", traced_obj.to_str().unwrap()])
-        .ok("heaplens run gcc");
+    let out =
+        run_traced(&dir, &trace, &gcc, &["-O2", "-c", src, "-o", traced_obj.to_str().unwrap()]).ok("heaplens run gcc");
     assert_eq!(out.stdout, bare.stdout);
     assert_eq!(
         std::fs::read(&bare_obj).unwrap(),

@@ -74,12 +74,7 @@ impl ElfSymbolizer {
         let n = self.ranges.partition_point(|r| r.0 <= addr);
         // Scan back over ranges starting at or below addr; the nearest containing one wins.
         // Segments rarely overlap, so this loop ends after a step or two.
-        self.ranges[..n]
-            .iter()
-            .rev()
-            .take(64)
-            .find(|r| addr < r.1)
-            .map(|r| &self.modules[r.2])
+        self.ranges[..n].iter().rev().take(64).find(|r| addr < r.1).map(|r| &self.modules[r.2])
     }
 }
 
@@ -93,10 +88,7 @@ impl Module {
         if !self.has_file() {
             return None;
         }
-        self.files
-            .get_or_init(|| open_files(&self.path, &self.build_id))
-            .as_ref()
-            .ok()
+        self.files.get_or_init(|| open_files(&self.path, &self.build_id)).as_ref().ok()
     }
 }
 
@@ -108,24 +100,16 @@ fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
     if let Some(file_id) = &file_id {
         // A rebuilt file would give confident wrong names: better none.
         if !build_id.is_empty() && file_id != build_id {
-            return Err(format!(
-                "{path} changed since the run (build id differs): not symbolized"
-            ));
+            return Err(format!("{path} changed since the run (build id differs): not symbolized"));
         }
     }
     let primary = Loader::new(path).map_err(|e| format!("cannot load {path}: {e}"))?;
     // Probing the section table is cheap; a separate debug file is looked for only when needed.
-    let has_dwarf = primary
-        .get_section_range(b".debug_info")
-        .is_some_and(|r| r.end > r.begin);
+    let has_dwarf = primary.get_section_range(b".debug_info").is_some_and(|r| r.end > r.begin);
     let debug = if has_dwarf {
         None
     } else {
-        let id = if build_id.is_empty() {
-            file_id.unwrap_or_default()
-        } else {
-            build_id.to_vec()
-        };
+        let id = if build_id.is_empty() { file_id.unwrap_or_default() } else { build_id.to_vec() };
         debug_file(Path::new(path), &obj, &id).and_then(|p| Loader::new(p).ok())
     };
     Ok(Files { primary, debug })
@@ -133,18 +117,10 @@ fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
 
 /// Finds the separate debug file of `path`: by build id under /usr/lib/debug/.build-id, then by
 /// `.gnu_debuglink` next to the file, in its `.debug/` directory, and under /usr/lib/debug.
-fn debug_file<'d, R: object::ReadRef<'d>>(
-    path: &Path,
-    obj: &object::File<'d, R>,
-    id: &[u8],
-) -> Option<PathBuf> {
+fn debug_file<'d, R: object::ReadRef<'d>>(path: &Path, obj: &object::File<'d, R>, id: &[u8]) -> Option<PathBuf> {
     if id.len() >= 2 {
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        let p = PathBuf::from(format!(
-            "{DEBUG_ROOT}/.build-id/{}/{}.debug",
-            &hex[..2],
-            &hex[2..]
-        ));
+        let p = PathBuf::from(format!("{DEBUG_ROOT}/.build-id/{}/{}.debug", &hex[..2], &hex[2..]));
         if p.is_file() {
             return Some(p);
         }
@@ -154,13 +130,9 @@ fn debug_file<'d, R: object::ReadRef<'d>>(
     let dir = path.parent().unwrap_or(Path::new("/"));
     let canon_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let global = Path::new(DEBUG_ROOT).join(canon_dir.strip_prefix("/").unwrap_or(&canon_dir));
-    [
-        dir.join(name),
-        dir.join(".debug").join(name),
-        global.join(name),
-    ]
-    .into_iter()
-    .find(|p| p.is_file() && p.as_path() != path)
+    [dir.join(name), dir.join(".debug").join(name), global.join(name)]
+        .into_iter()
+        .find(|p| p.is_file() && p.as_path() != path)
 }
 
 fn demangle(name: &str) -> String {
@@ -174,10 +146,7 @@ impl Files {
         self.debug
             .iter()
             .chain(std::iter::once(&self.primary))
-            .find_map(|l| {
-                l.find_symbol_info(probe)
-                    .map(|s| (demangle(s.name()), s.address()))
-            })
+            .find_map(|l| l.find_symbol_info(probe).map(|s| (demangle(s.name()), s.address())))
     }
 
     fn dwarf(&self) -> &Loader {
@@ -187,10 +156,7 @@ impl Files {
 
 impl Symbolizer for ElfSymbolizer {
     fn warnings(&self) -> Vec<String> {
-        self.modules
-            .iter()
-            .filter_map(|m| m.files.get().and_then(|f| f.as_ref().err().cloned()))
-            .collect()
+        self.modules.iter().filter_map(|m| m.files.get().and_then(|f| f.as_ref().err().cloned())).collect()
     }
 
     fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
@@ -199,11 +165,7 @@ impl Symbolizer for ElfSymbolizer {
             return;
         };
         let offset = ret_addr.wrapping_sub(m.base);
-        let unknown = Frame {
-            module: Some(m.basename.clone()),
-            module_offset: offset,
-            ..Frame::default()
-        };
+        let unknown = Frame { module: Some(m.basename.clone()), module_offset: offset, ..Frame::default() };
         let Some(files) = m.files() else {
             out.push(unknown);
             return;
@@ -212,21 +174,12 @@ impl Symbolizer for ElfSymbolizer {
         let start = out.len();
         if let Ok(mut frames) = files.dwarf().find_frames(probe) {
             while let Ok(Some(f)) = frames.next() {
-                let function = f
-                    .function
-                    .as_ref()
-                    .and_then(|n| n.demangle().ok())
-                    .map(Cow::into_owned);
+                let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(Cow::into_owned);
                 let (file, line) = match f.location {
                     Some(l) => (l.file.map(str::to_string), l.line),
                     None => (None, None),
                 };
-                out.push(Frame {
-                    function,
-                    file,
-                    line,
-                    ..unknown.clone()
-                });
+                out.push(Frame { function, file, line, ..unknown.clone() });
             }
         }
         if out.len() == start {

@@ -57,13 +57,7 @@ impl MapSymbolizer {
 
     /// Maps `ret_addr` to one frame named `function`.
     pub fn add(&mut self, ret_addr: u64, function: &str) -> &mut Self {
-        self.add_frames(
-            ret_addr,
-            vec![Frame {
-                function: Some(function.into()),
-                ..Frame::default()
-            }],
-        )
+        self.add_frames(ret_addr, vec![Frame { function: Some(function.into()), ..Frame::default() }])
     }
 
     /// Maps `ret_addr` to explicit frames, innermost first.
@@ -77,10 +71,7 @@ impl Symbolizer for MapSymbolizer {
     fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
         match self.table.get(&ret_addr) {
             Some(f) if !f.is_empty() => out.extend(f.iter().cloned()),
-            _ => out.push(Frame {
-                module_offset: ret_addr,
-                ..Frame::default()
-            }),
+            _ => out.push(Frame { module_offset: ret_addr, ..Frame::default() }),
         }
     }
 }

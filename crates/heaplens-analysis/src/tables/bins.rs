@@ -20,10 +20,8 @@ pub fn bins(b: &Bins) -> BinTable {
         kept_bytes: kept(i),
         kept_percent: pct(kept(i), total_kept),
     };
-    let mut rows: Vec<BinRow> = (0..BIN_COUNT - 1)
-        .filter(|&i| b.allocs[i] > 0 || b.frees[i] > 0)
-        .map(|i| row(i, Some(i as u64)))
-        .collect();
+    let mut rows: Vec<BinRow> =
+        (0..BIN_COUNT - 1).filter(|&i| b.allocs[i] > 0 || b.frees[i] > 0).map(|i| row(i, Some(i as u64))).collect();
     rows.push(row(BIN_COUNT - 1, None));
     BinTable {
         rows,

@@ -37,17 +37,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
         .iter()
         .enumerate()
         .filter(|(i, s)| s.allocs > 0 && !inp.paths.get(*i).is_empty())
-        .map(|(i, _)| {
-            (
-                i,
-                inp.paths
-                    .get(i)
-                    .iter()
-                    .rev()
-                    .map(|&s| inp.frames.function_of(s))
-                    .collect(),
-            )
-        })
+        .map(|(i, _)| (i, inp.paths.get(i).iter().rev().map(|&s| inp.frames.function_of(s)).collect()))
         .collect();
 
     // The function-level graph and its strongly connected components.
@@ -71,10 +61,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
             comp_of.insert(g[n], c);
         }
     }
-    let is_cycle: Vec<bool> = sccs
-        .iter()
-        .map(|m| m.len() > 1 || edges.contains(&(g[m[0]], g[m[0]])))
-        .collect();
+    let is_cycle: Vec<bool> = sccs.iter().map(|m| m.len() > 1 || edges.contains(&(g[m[0]], g[m[0]]))).collect();
 
     // Accumulate per component and per component edge.
     let mut nodes = vec![NodeAcc::default(); sccs.len()];
@@ -114,10 +101,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
 
     // Names, order, indices.
     let fname = |n: NodeIndex| inp.frames.name(g[n]).to_string();
-    let mut members: Vec<Vec<String>> = sccs
-        .iter()
-        .map(|m| m.iter().map(|&n| fname(n)).collect())
-        .collect();
+    let mut members: Vec<Vec<String>> = sccs.iter().map(|m| m.iter().map(|&n| fname(n)).collect()).collect();
     for m in &mut members {
         m.sort();
     }
@@ -126,11 +110,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
     // returns components in reverse topological order, so a higher component index is nearer
     // the root.
     order.sort_by(|&a, &b| {
-        nodes[b]
-            .inclusive
-            .cmp(&nodes[a].inclusive)
-            .then(b.cmp(&a))
-            .then_with(|| members[a].cmp(&members[b]))
+        nodes[b].inclusive.cmp(&nodes[a].inclusive).then(b.cmp(&a)).then_with(|| members[a].cmp(&members[b]))
     });
     let mut index_of = vec![0usize; sccs.len()];
     let mut names = vec![String::new(); sccs.len()];
@@ -160,8 +140,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
         callers[b].push(edge(a, nodes[b].calls));
         callees[a].push(edge(b, nodes[b].calls));
     }
-    let by_bytes =
-        |x: &CallGraphEdge, y: &CallGraphEdge| y.bytes.cmp(&x.bytes).then(x.index.cmp(&y.index));
+    let by_bytes = |x: &CallGraphEdge, y: &CallGraphEdge| y.bytes.cmp(&x.bytes).then(x.index.cmp(&y.index));
     let total = inp.replay.bytes_allocated;
     order
         .iter()
@@ -171,11 +150,8 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
             let mut down = std::mem::take(&mut callees[c]);
             up.sort_by(by_bytes);
             down.sort_by(by_bytes);
-            let module = if sccs[c].len() == 1 {
-                inp.frames.functions[g[sccs[c][0]] as usize].module.clone()
-            } else {
-                None
-            };
+            let module =
+                if sccs[c].len() == 1 { inp.frames.functions[g[sccs[c][0]] as usize].module.clone() } else { None };
             CallGraphEntry {
                 index: index_of[c],
                 name: names[c].clone(),

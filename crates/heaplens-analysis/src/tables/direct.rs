@@ -14,13 +14,7 @@ struct Acc {
 }
 
 impl Acc {
-    fn row(
-        &self,
-        function: String,
-        module: Option<String>,
-        all_bytes: u64,
-        all_kept: u64,
-    ) -> DirectRow {
+    fn row(&self, function: String, module: Option<String>, all_bytes: u64, all_kept: u64) -> DirectRow {
         let bytes = self.bytes.iter().sum();
         let kept_bytes = self.kept.iter().sum();
         DirectRow {
@@ -47,11 +41,7 @@ pub fn direct(inp: Inputs<'_>) -> DirectTable {
         if s.allocs == 0 {
             continue;
         }
-        let f = inp
-            .paths
-            .get(i)
-            .first()
-            .map(|&site| inp.frames.function_of(site));
+        let f = inp.paths.get(i).first().map(|&site| inp.frames.function_of(site));
         let a = by_fn.entry(f).or_default();
         for acc in [a, &mut total] {
             for c in 0..4 {
@@ -73,14 +63,6 @@ pub fn direct(inp: Inputs<'_>) -> DirectTable {
             None => a.row("<unknown>".into(), None, all_bytes, all_kept),
         })
         .collect();
-    rows.sort_by(|a, b| {
-        b.bytes
-            .cmp(&a.bytes)
-            .then(b.calls.cmp(&a.calls))
-            .then_with(|| a.function.cmp(&b.function))
-    });
-    DirectTable {
-        rows,
-        total: total.row("<TOTAL>".into(), None, all_bytes, all_kept),
-    }
+    rows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.calls.cmp(&a.calls)).then_with(|| a.function.cmp(&b.function)));
+    DirectTable { rows, total: total.row("<TOTAL>".into(), None, all_bytes, all_kept) }
 }

@@ -19,13 +19,7 @@ pub fn leaks(inp: Inputs<'_>, depth: usize, call_sites: bool) -> Vec<LeakRow> {
         }
         let path = inp.paths.get(i);
         key.clear();
-        key.extend(path.iter().take(depth).map(|&site| {
-            if call_sites {
-                site
-            } else {
-                inp.frames.function_of(site)
-            }
-        }));
+        key.extend(path.iter().take(depth).map(|&site| if call_sites { site } else { inp.frames.function_of(site) }));
         let g = groups.entry(key.clone()).or_default();
         g.0 += s.kept;
         g.1 += s.kept_bytes;
@@ -52,11 +46,6 @@ pub fn leaks(inp: Inputs<'_>, depth: usize, call_sites: bool) -> Vec<LeakRow> {
             percent: pct(bytes, total),
         })
         .collect();
-    rows.sort_by(|a, b| {
-        b.bytes
-            .cmp(&a.bytes)
-            .then(b.allocs.cmp(&a.allocs))
-            .then_with(|| a.path.cmp(&b.path))
-    });
+    rows.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.allocs.cmp(&a.allocs)).then_with(|| a.path.cmp(&b.path)));
     rows
 }

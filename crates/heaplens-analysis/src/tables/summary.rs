@@ -33,11 +33,7 @@ pub fn process_info(t: &Trace) -> ProcessInfo {
         argv: p.argv,
         exit_code: t.exit.and_then(|e| e.code),
         exit_signal: t.exit.and_then(|e| e.signal),
-        thread_names: t
-            .thread_names
-            .iter()
-            .map(|n| (n.tid, n.name.clone()))
-            .collect(),
+        thread_names: t.thread_names.iter().map(|n| (n.tid, n.name.clone())).collect(),
     }
 }
 
@@ -52,11 +48,8 @@ pub fn start_ns(t: &Trace, r: &Replay) -> u64 {
 /// The monotonic time the run ended: the exit record's, else the End record's, else the last
 /// event's.
 pub fn end_ns(t: &Trace, r: &Replay) -> u64 {
-    let recorded = t
-        .exit
-        .map(|e| e.end_mono_ns)
-        .filter(|&n| n != 0)
-        .or(t.end.map(|e| e.end_mono_ns).filter(|&n| n != 0));
+    let recorded =
+        t.exit.map(|e| e.end_mono_ns).filter(|&n| n != 0).or(t.end.map(|e| e.end_mono_ns).filter(|&n| n != 0));
     recorded.or(r.last_ts).unwrap_or(0)
 }
 
@@ -82,11 +75,7 @@ pub fn summary(t: &Trace, r: &Replay) -> Summary {
         bytes_allocated: r.bytes_allocated,
         peak_bytes: r.peak_bytes,
         peak_objects: r.peak_objects,
-        peak_time_ns: if r.peak_bytes > 0 {
-            r.peak_ts.saturating_sub(start)
-        } else {
-            0
-        },
+        peak_time_ns: if r.peak_bytes > 0 { r.peak_ts.saturating_sub(start) } else { 0 },
         leaked_bytes: r.leaked_bytes,
         leaked_objects: r.leaked_objects,
         temporary_allocations: r.temporary_allocations,

@@ -1,51 +1,22 @@
 //! Building synthetic traces in memory.
 #![allow(dead_code)]
 
-use heaplens_trace::{
-    BlockKind, BlockWriter, EndRecord, EventEncoder, ExitRecord, Op, ProcessRecord, StackNode,
-};
+use heaplens_trace::{BlockKind, BlockWriter, EndRecord, EventEncoder, ExitRecord, Op, ProcessRecord, StackNode};
 
 /// One event to encode.
 #[derive(Clone, Copy, Debug)]
 pub enum Ev {
-    Alloc {
-        op: Op,
-        ts: u64,
-        addr: u64,
-        size: u64,
-        stack: u32,
-    },
-    Realloc {
-        op: Op,
-        ts: u64,
-        old: u64,
-        addr: u64,
-        size: u64,
-        stack: u32,
-    },
-    Free {
-        op: Op,
-        ts: u64,
-        addr: u64,
-    },
+    Alloc { op: Op, ts: u64, addr: u64, size: u64, stack: u32 },
+    Realloc { op: Op, ts: u64, old: u64, addr: u64, size: u64, stack: u32 },
+    Free { op: Op, ts: u64, addr: u64 },
 }
 
 pub fn malloc(ts: u64, addr: u64, size: u64, stack: u32) -> Ev {
-    Ev::Alloc {
-        op: Op::Malloc,
-        ts,
-        addr,
-        size,
-        stack,
-    }
+    Ev::Alloc { op: Op::Malloc, ts, addr, size, stack }
 }
 
 pub fn free(ts: u64, addr: u64) -> Ev {
-    Ev::Free {
-        op: Op::Free,
-        ts,
-        addr,
-    }
+    Ev::Free { op: Op::Free, ts, addr }
 }
 
 /// Writes a trace: Process, Events blocks (`per_block` events each, one thread per list),
@@ -79,21 +50,12 @@ impl TraceBuilder {
             enc.begin(&mut buf, &mut pos, tid);
             for e in chunk {
                 match *e {
-                    Ev::Alloc {
-                        op,
-                        ts,
-                        addr,
-                        size,
-                        stack,
-                    } => enc.alloc(&mut buf, &mut pos, op, ts, addr, size, size, stack),
-                    Ev::Realloc {
-                        op,
-                        ts,
-                        old,
-                        addr,
-                        size,
-                        stack,
-                    } => enc.realloc(&mut buf, &mut pos, op, ts, old, addr, size, size, stack),
+                    Ev::Alloc { op, ts, addr, size, stack } => {
+                        enc.alloc(&mut buf, &mut pos, op, ts, addr, size, size, stack)
+                    }
+                    Ev::Realloc { op, ts, old, addr, size, stack } => {
+                        enc.realloc(&mut buf, &mut pos, op, ts, old, addr, size, size, stack)
+                    }
                     Ev::Free { op, ts, addr } => enc.dealloc(&mut buf, &mut pos, op, ts, addr),
                 }
             }
@@ -114,18 +76,9 @@ impl TraceBuilder {
     }
 
     pub fn finish(&mut self, end_mono_ns: u64) -> Vec<u8> {
-        let end = EndRecord {
-            events: 0,
-            stack_nodes: 0,
-            dropped: 0,
-            end_mono_ns,
-        };
+        let end = EndRecord { events: 0, stack_nodes: 0, dropped: 0, end_mono_ns };
         self.w.write_block(BlockKind::End, &end.encode()).unwrap();
-        let exit = ExitRecord {
-            code: Some(0),
-            signal: None,
-            end_mono_ns: end_mono_ns + 5,
-        };
+        let exit = ExitRecord { code: Some(0), signal: None, end_mono_ns: end_mono_ns + 5 };
         self.w.write_block(BlockKind::Exit, &exit.encode()).unwrap();
         std::mem::take(self.w.get_mut())
     }

@@ -40,8 +40,7 @@ impl WorkDir {
     pub fn new(name: &str) -> WorkDir {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir()
-            .join(format!("heaplens-test-{}-{}-{}", std::process::id(), n, name));
+        let path = std::env::temp_dir().join(format!("heaplens-test-{}-{}-{}", std::process::id(), n, name));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("create test dir");
         check_preload_built();
@@ -66,11 +65,7 @@ impl Drop for WorkDir {
 /// `heaplens run` needs the monitor next to its own executable.
 fn check_preload_built() {
     let so = heaplens_exe().with_file_name("libheaplens_preload.so");
-    assert!(
-        so.exists(),
-        "{} is missing: build the workspace first (cargo build --workspace)",
-        so.display()
-    );
+    assert!(so.exists(), "{} is missing: build the workspace first (cargo build --workspace)", so.display());
 }
 
 /// Output of a finished command.
@@ -223,12 +218,7 @@ pub fn run_traced_env<S: AsRef<OsStr>>(
 }
 
 /// `heaplens run -o TRACE -- program args`.
-pub fn run_traced<S: AsRef<OsStr>>(
-    dir: &WorkDir,
-    trace: &Path,
-    program: impl AsRef<OsStr>,
-    args: &[S],
-) -> Out {
+pub fn run_traced<S: AsRef<OsStr>>(dir: &WorkDir, trace: &Path, program: impl AsRef<OsStr>, args: &[S]) -> Out {
     run_traced_env(dir, trace, &[], program, args)
 }
 
@@ -252,12 +242,21 @@ pub fn assert_one_line_error(out: &Out, what: &str) {
 
 /// `heaplens report TRACE --format json --top 0`, parsed.
 pub fn report(dir: &WorkDir, trace: &Path) -> Value {
-    let out = heaplens(dir, &[OsStr::new("report"), trace.as_os_str(), "--format".as_ref(), "json".as_ref(), "--top".as_ref(), "0".as_ref()]);
+    let out = heaplens(
+        dir,
+        &[
+            OsStr::new("report"),
+            trace.as_os_str(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            "--top".as_ref(),
+            "0".as_ref(),
+        ],
+    );
     assert_no_panic(&out, "heaplens report");
     let out = out.ok("heaplens report --format json");
-    serde_json::from_str(&out.stdout).unwrap_or_else(|e| {
-        panic!("heaplens report printed invalid JSON ({e}):\n{}", tail(&out.stdout))
-    })
+    serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("heaplens report printed invalid JSON ({e}):\n{}", tail(&out.stdout)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -290,9 +289,10 @@ pub fn compile_c(dir: &WorkDir, src: &str, extra: &[&str]) -> PathBuf {
 
 /// Parses the first stdout line that starts with `prefix:` into its `key=value` pairs.
 pub fn truth(stdout: &str, prefix: &str) -> BTreeMap<String, String> {
-    truths(stdout, prefix).into_iter().next().unwrap_or_else(|| {
-        panic!("no '{prefix}:' line in the program's output:\n{stdout}")
-    })
+    truths(stdout, prefix)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no '{prefix}:' line in the program's output:\n{stdout}"))
 }
 
 /// Every stdout line that starts with `prefix:`, parsed into `key=value` pairs.
