@@ -7,8 +7,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use heaplens_trace::{
-    BlockKind, EndRecord, Event, EventDecoder, ExitRecord, ModuleRecord, ProcessRecord, ReadError, StackNode,
-    ThreadName, TraceReader,
+    BlockKind, ClockSync, EndRecord, Event, EventDecoder, ExitRecord, ModuleRecord, ProcessRecord, ReadError,
+    StackNode, ThreadName, TimeMap, TraceReader,
 };
 
 use crate::progress::Progress;
@@ -152,6 +152,8 @@ pub struct Trace {
     pub health: Health,
     /// Events decoded at load time (their total; failed decodes are not counted).
     pub event_count: u64,
+    /// Turns event timestamps (nanoseconds or TSC ticks) into `CLOCK_MONOTONIC` nanoseconds.
+    pub clock: TimeMap,
     /// Event payloads grouped by thread, each thread's in file order (= time order).
     threads: Vec<(u32, Vec<Vec<u8>>)>,
 }
@@ -185,6 +187,7 @@ impl Trace {
     fn read_blocks<R: Read>(mut reader: TraceReader<R>, bar: Option<&Progress>) -> std::io::Result<Trace> {
         let mut t = Trace::default();
         let mut thread_index: HashMap<u32, usize> = HashMap::new();
+        let mut syncs = Vec::new();
         while let Some((kind, payload)) = reader.next_block()? {
             if let Some(bar) = bar {
                 bar.set(reader.status().offset);
@@ -209,11 +212,14 @@ impl Trace {
                     EndRecord::decode(&payload).map(|e| t.end = Some(e)).is_ok()
                 }
                 BlockKind::Events => t.add_events(payload, &mut thread_index),
+                BlockKind::Clock => ClockSync::decode(&payload).map(|c| syncs.push(c)).is_ok(),
             };
             if !ok {
                 t.health.malformed_blocks += 1;
             }
         }
+        let source = t.process.as_ref().map(|p| p.time_source).unwrap_or_default();
+        t.clock = TimeMap::new(source, &syncs);
         let st = reader.status();
         t.health.blocks = st.blocks;
         t.health.corrupt_blocks = st.corrupt_blocks;
@@ -248,8 +254,9 @@ impl Trace {
         self.threads.iter().map(|(tid, _)| *tid)
     }
 
-    /// All events of all threads merged by timestamp. Ties keep file order of the threads'
-    /// first blocks; each thread's own order is always kept.
+    /// All events of all threads merged by timestamp, with timestamps in `CLOCK_MONOTONIC`
+    /// nanoseconds. Ties keep file order of the threads' first blocks; each thread's own order
+    /// is always kept.
     pub fn events(&self) -> MergedEvents<'_> {
         let mut streams: Vec<ThreadStream<'_>> =
             self.threads.iter().map(|(_, blocks)| ThreadStream { blocks, next_block: 0, dec: None }).collect();
@@ -262,7 +269,7 @@ impl Trace {
             }
             heads.push(head);
         }
-        MergedEvents { streams, heads, heap }
+        MergedEvents { streams, heads, heap, clock: self.clock }
     }
 }
 
@@ -291,6 +298,7 @@ pub struct MergedEvents<'a> {
     streams: Vec<ThreadStream<'a>>,
     heads: Vec<Option<Event>>,
     heap: BinaryHeap<Reverse<(u64, usize)>>,
+    clock: TimeMap,
 }
 
 impl Iterator for MergedEvents<'_> {
@@ -304,6 +312,9 @@ impl Iterator for MergedEvents<'_> {
             self.heap.push(Reverse((e.ts, i)));
         }
         self.heads[i] = next;
-        out
+        out.map(|mut e| {
+            e.ts = self.clock.to_ns(e.ts);
+            e
+        })
     }
 }

@@ -147,6 +147,7 @@ fn process_record(max_frames: usize) -> ProcessRecord {
         exe: procinfo::exe_path(),
         argv: procinfo::argv(),
         max_frames: max_frames as u32,
+        time_source: procinfo::choose_time_source(),
     }
 }
 

@@ -85,6 +85,7 @@ pub fn open(path: &Path, process: &ProcessRecord) -> io::Result<PathBuf> {
             Ok(f) => {
                 let mut writer = BlockWriter::new(f)?;
                 writer.write_block(BlockKind::Process, &process.encode())?;
+                writer.write_block(BlockKind::Clock, &procinfo::clock_sync().encode())?;
                 *SINK.lock().map_err(|_| io::Error::other("poisoned"))? =
                     Some(Sink { writer, path: p.clone(), events: 0 });
                 return Ok(p);
@@ -135,6 +136,9 @@ fn writer_loop() {
             thread::flush_all();
             last_sweep = now;
         }
+        // Pairs of clock readings let readers measure the TSC rate even if the process is
+        // killed early on (a few bytes every 50 ms).
+        extra(BlockKind::Clock, procinfo::clock_sync().encode());
         write_pending();
     }
 }
@@ -199,6 +203,7 @@ pub fn finish() {
         crate::record::print_stats();
     }
     module_changes(&modules::refresh(procinfo::now_ns()));
+    extra(BlockKind::Clock, procinfo::clock_sync().encode());
     write_pending();
     let nodes = intern::TRIE.lock().ok().and_then(|t| t.as_ref().map(|t| t.nodes)).unwrap_or(0);
     if let Ok(mut sink) = SINK.lock() {

@@ -1,6 +1,41 @@
 //! Facts about the process and the calling thread, read without the monitor's locks.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static TSC: AtomicBool = AtomicBool::new(false);
+
+/// Stamps events with the TSC from now on when the kernel keeps time with it (clocksource
+/// `tsc`: invariant and synchronized across cores). Returns the source chosen.
+pub fn choose_time_source() -> heaplens_trace::TimeSource {
+    let src =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource").unwrap_or_default();
+    let tsc = src.trim() == "tsc";
+    TSC.store(tsc, Ordering::Relaxed);
+    if tsc {
+        heaplens_trace::TimeSource::Tsc
+    } else {
+        heaplens_trace::TimeSource::MonotonicNs
+    }
+}
+
+/// An event timestamp: TSC ticks or `CLOCK_MONOTONIC` nanoseconds (see
+/// [`choose_time_source`]); about a third of the cost of `clock_gettime`.
+#[inline(always)]
+pub fn now_ticks() -> u64 {
+    if TSC.load(Ordering::Relaxed) {
+        // SAFETY: rdtsc has no preconditions on x86_64.
+        unsafe { std::arch::x86_64::_rdtsc() }
+    } else {
+        now_ns()
+    }
+}
+
+/// The same instant on the event clock and on `CLOCK_MONOTONIC`.
+pub fn clock_sync() -> heaplens_trace::ClockSync {
+    let ticks = now_ticks();
+    heaplens_trace::ClockSync { ticks, mono_ns: now_ns() }
+}
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds (vDSO, no system call).
 #[inline(always)]

@@ -100,7 +100,7 @@ pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
         // SAFETY: p came from the allocator (or is null, which is not passed on).
         let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
         let stack = stack_id(t, &caller);
-        let ts = procinfo::now_ns();
+        let ts = procinfo::now_ticks();
         t.push(|b, pos, e| e.alloc(b, pos, op, ts, p as u64, size as u64, usable as u64, stack));
     });
 }
@@ -116,7 +116,7 @@ pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, 
         // SAFETY: as in `alloc`.
         let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
         let stack = stack_id(t, &caller);
-        let ts = procinfo::now_ns();
+        let ts = procinfo::now_ticks();
         t.push(|b, pos, e| e.realloc(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64, stack));
     });
 }
@@ -127,7 +127,7 @@ pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, 
 pub fn dealloc(op: Op, p: *mut c_void) {
     guarded(|| {
         let Some(t) = thread::current() else { return };
-        let ts = procinfo::now_ns();
+        let ts = procinfo::now_ticks();
         t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64));
     });
 }

@@ -40,6 +40,7 @@ fn main() {
             BlockKind::ThreadName => println!("{:?}", ThreadName::decode(&p)),
             BlockKind::Exit => println!("{:?}", ExitRecord::decode(&p)),
             BlockKind::End => println!("{:?}", EndRecord::decode(&p)),
+            BlockKind::Clock => println!("{:?}", ClockSync::decode(&p)),
         }
     }
     println!("total events={events} stack nodes={nodes} status={:?}", r.status());

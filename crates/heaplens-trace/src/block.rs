@@ -31,6 +31,8 @@ pub enum BlockKind {
     /// Written by the monitor when it shut down cleanly; its absence means the process died
     /// without running its exit path (SIGKILL, `_exit` from a signal handler, a crash).
     End = 7,
+    /// A [`crate::ClockSync`]: relates event timestamps to `CLOCK_MONOTONIC`.
+    Clock = 8,
 }
 
 impl BlockKind {
@@ -44,6 +46,7 @@ impl BlockKind {
             5 => Self::ThreadName,
             6 => Self::Exit,
             7 => Self::End,
+            8 => Self::Clock,
             _ => return None,
         })
     }

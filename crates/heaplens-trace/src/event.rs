@@ -1,8 +1,8 @@
 //! Allocation and deallocation events, and their compact encoding.
 //!
 //! An Events block payload is `tid event*`, all events from one thread in the order they
-//! happened. Each event starts with its [`Op`] byte and the nanoseconds since the previous
-//! event of the block (the first is relative to 0). Addresses are zigzag deltas against the
+//! happened. Each event starts with its [`Op`] byte and the time since the previous event of
+//! the block, in the trace's [`crate::TimeSource`] units (the first is relative to 0). Addresses are zigzag deltas against the
 //! previous event's address, because consecutive allocations of a thread sit close together:
 //!
 //! ```text
@@ -129,8 +129,9 @@ impl Op {
 /// One decoded event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
-    /// `CLOCK_MONOTONIC` nanoseconds (taken after an allocation returned, before a
-    /// deallocation ran, so that an address's free always precedes its reuse).
+    /// When it happened, in the trace's [`crate::TimeSource`] units (taken after an allocation
+    /// returned, before a deallocation ran, so that an address's free always precedes its
+    /// reuse); [`crate::TimeMap`] turns them into nanoseconds.
     pub ts: u64,
     /// Kernel thread id.
     pub tid: u32,

@@ -15,6 +15,7 @@
 //! unwinding or symbols: it only moves records to and from bytes.
 
 pub mod block;
+pub mod clock;
 pub mod event;
 pub mod reader;
 pub mod record;
@@ -22,6 +23,7 @@ pub mod varint;
 pub mod writer;
 
 pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};
+pub use clock::{ClockSync, TimeMap, TimeSource};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{ReadError, ReadStatus, TraceReader};
 pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};

@@ -8,7 +8,8 @@ use crate::varint::{put, put_bytes, zigzag, Cursor};
 #[error("malformed {0} record")]
 pub struct Malformed(pub &'static str);
 
-/// Who was profiled. Payload: `pid ppid start_unix_ns start_mono_ns exe argc argv* max_frames`.
+/// Who was profiled. Payload:
+/// `pid ppid start_unix_ns start_mono_ns exe argc argv* max_frames time_source`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcessRecord {
     /// Process id.
@@ -25,6 +26,8 @@ pub struct ProcessRecord {
     pub argv: Vec<String>,
     /// Stack depth cap the monitor used, in frames.
     pub max_frames: u32,
+    /// What event timestamps count (see [`crate::clock`]).
+    pub time_source: crate::TimeSource,
 }
 
 impl ProcessRecord {
@@ -41,6 +44,7 @@ impl ProcessRecord {
             put_bytes(&mut o, a.as_bytes());
         }
         put(&mut o, self.max_frames.into());
+        o.push(self.time_source.to_u8());
         o
     }
 
@@ -62,7 +66,8 @@ impl ProcessRecord {
             argv.push(c.string().ok_or(e)?);
         }
         let max_frames = c.var().ok_or(e)? as u32;
-        Ok(Self { pid, ppid, start_unix_ns, start_mono_ns, exe, argv, max_frames })
+        let time_source = crate::TimeSource::from_u8(c.u8().unwrap_or(0));
+        Ok(Self { pid, ppid, start_unix_ns, start_mono_ns, exe, argv, max_frames, time_source })
     }
 }
 

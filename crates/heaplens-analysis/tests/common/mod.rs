@@ -37,6 +37,7 @@ impl TraceBuilder {
             exe: "/usr/bin/widgets".into(),
             argv: vec!["widgets".into(), "--fast".into()],
             max_frames: 1024,
+            time_source: Default::default(),
         };
         w.write_block(BlockKind::Process, &p.encode()).unwrap();
         Self { w }

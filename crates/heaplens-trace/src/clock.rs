@@ -1,0 +1,130 @@
+//! Event timestamps and how to turn them into nanoseconds.
+//!
+//! Reading the clock is a measurable part of the monitor's cost per event, so when the kernel
+//! itself keeps time with the TSC (its clocksource is `tsc`: invariant and synchronized across
+//! cores) the monitor stamps events with raw TSC ticks and writes Clock blocks pairing a tick
+//! count with `CLOCK_MONOTONIC`. Readers map ticks to nanoseconds with the straight line through
+//! the first and last pairs, which keeps the order of events exactly.
+
+use crate::record::Malformed;
+use crate::varint::{put, Cursor};
+
+/// What event timestamps count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TimeSource {
+    /// `CLOCK_MONOTONIC` nanoseconds.
+    #[default]
+    MonotonicNs,
+    /// Time-stamp counter ticks; Clock blocks relate them to `CLOCK_MONOTONIC`.
+    Tsc,
+}
+
+impl TimeSource {
+    /// The byte stored in the Process record.
+    pub fn to_u8(self) -> u8 {
+        match self {
+            Self::MonotonicNs => 0,
+            Self::Tsc => 1,
+        }
+    }
+
+    /// Decodes the Process record's byte (unknown values read as nanoseconds).
+    pub fn from_u8(b: u8) -> Self {
+        if b == 1 {
+            Self::Tsc
+        } else {
+            Self::MonotonicNs
+        }
+    }
+}
+
+/// One Clock block: the same instant on both clocks. Payload: `ticks mono_ns`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSync {
+    /// Event-clock reading.
+    pub ticks: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds.
+    pub mono_ns: u64,
+}
+
+impl ClockSync {
+    /// Serializes the record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut o = Vec::new();
+        put(&mut o, self.ticks);
+        put(&mut o, self.mono_ns);
+        o
+    }
+
+    /// Parses a payload.
+    ///
+    /// # Errors
+    /// [`Malformed`] if the payload is short.
+    pub fn decode(p: &[u8]) -> Result<Self, Malformed> {
+        let e = Malformed("clock");
+        let mut c = Cursor::new(p);
+        Ok(Self { ticks: c.var().ok_or(e)?, mono_ns: c.var().ok_or(e)? })
+    }
+}
+
+/// Maps event timestamps to `CLOCK_MONOTONIC` nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimeMap {
+    ticks0: u64,
+    ns0: u64,
+    ns_per_tick: f64,
+}
+
+impl Default for TimeMap {
+    fn default() -> Self {
+        Self { ticks0: 0, ns0: 0, ns_per_tick: 1.0 }
+    }
+}
+
+impl TimeMap {
+    /// The map for a trace whose events count `source`, given its Clock pairs in any order.
+    /// With fewer than two distinct pairs the rate cannot be measured and 1 ns per tick is
+    /// assumed (only a process killed within its first milliseconds leaves that).
+    pub fn new(source: TimeSource, syncs: &[ClockSync]) -> Self {
+        if source == TimeSource::MonotonicNs || syncs.is_empty() {
+            return Self::default();
+        }
+        let first = syncs.iter().min_by_key(|s| s.ticks).copied().unwrap_or(ClockSync { ticks: 0, mono_ns: 0 });
+        let last = syncs.iter().max_by_key(|s| s.ticks).copied().unwrap_or(first);
+        let ns_per_tick = if last.ticks > first.ticks && last.mono_ns > first.mono_ns {
+            (last.mono_ns - first.mono_ns) as f64 / (last.ticks - first.ticks) as f64
+        } else {
+            1.0
+        };
+        Self { ticks0: first.ticks, ns0: first.mono_ns, ns_per_tick }
+    }
+
+    /// `CLOCK_MONOTONIC` nanoseconds of event timestamp `ts` (never decreasing in `ts`).
+    #[inline]
+    pub fn to_ns(&self, ts: u64) -> u64 {
+        let d = (ts as i128 - self.ticks0 as i128) as f64 * self.ns_per_tick;
+        (self.ns0 as f64 + d).max(0.0) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_ticks_linearly_and_monotonically() {
+        let syncs = [ClockSync { ticks: 3_000, mono_ns: 1_000 }, ClockSync { ticks: 303_000, mono_ns: 101_000 }];
+        let m = TimeMap::new(TimeSource::Tsc, &syncs);
+        assert_eq!(m.to_ns(3_000), 1_000);
+        assert_eq!(m.to_ns(153_000), 51_000);
+        assert_eq!(m.to_ns(303_000), 101_000);
+        let mut prev = 0;
+        for t in (0..400_000).step_by(7) {
+            let ns = m.to_ns(t);
+            assert!(ns >= prev);
+            prev = ns;
+        }
+        assert_eq!(TimeMap::new(TimeSource::MonotonicNs, &syncs).to_ns(42), 42);
+        assert_eq!(ClockSync::decode(&syncs[1].encode()).unwrap(), syncs[1]);
+    }
+}
