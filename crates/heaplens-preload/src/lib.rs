@@ -148,6 +148,7 @@ fn process_record(max_frames: usize) -> ProcessRecord {
         argv: procinfo::argv(),
         max_frames: max_frames as u32,
         time_source: procinfo::choose_time_source(),
+        sample_rate: 0,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::varint::{put, put_bytes, zigzag, Cursor};
 pub struct Malformed(pub &'static str);
 
 /// Who was profiled. Payload:
-/// `pid ppid start_unix_ns start_mono_ns exe argc argv* max_frames time_source`.
+/// `pid ppid start_unix_ns start_mono_ns exe argc argv* max_frames time_source sample_rate`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcessRecord {
     /// Process id.
@@ -28,6 +28,11 @@ pub struct ProcessRecord {
     pub max_frames: u32,
     /// What event timestamps count (see [`crate::clock`]).
     pub time_source: crate::TimeSource,
+    /// Mean bytes between sampled allocations, or 0 when every allocation is recorded. When
+    /// set, allocations are sampled as a Poisson process over bytes (as tcmalloc, jemalloc and
+    /// Go do): an allocation of `s` bytes is recorded with probability `1 - exp(-s / rate)`,
+    /// and only the deallocations of recorded blocks are recorded.
+    pub sample_rate: u64,
 }
 
 impl ProcessRecord {
@@ -45,6 +50,7 @@ impl ProcessRecord {
         }
         put(&mut o, self.max_frames.into());
         o.push(self.time_source.to_u8());
+        put(&mut o, self.sample_rate);
         o
     }
 
@@ -67,7 +73,8 @@ impl ProcessRecord {
         }
         let max_frames = c.var().ok_or(e)? as u32;
         let time_source = crate::TimeSource::from_u8(c.u8().unwrap_or(0));
-        Ok(Self { pid, ppid, start_unix_ns, start_mono_ns, exe, argv, max_frames, time_source })
+        let sample_rate = c.var().unwrap_or(0);
+        Ok(Self { pid, ppid, start_unix_ns, start_mono_ns, exe, argv, max_frames, time_source, sample_rate })
     }
 }
 

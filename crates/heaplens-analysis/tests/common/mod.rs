@@ -38,6 +38,7 @@ impl TraceBuilder {
             argv: vec!["widgets".into(), "--fast".into()],
             max_frames: 1024,
             time_source: Default::default(),
+            sample_rate: 0,
         };
         w.write_block(BlockKind::Process, &p.encode()).unwrap();
         Self { w }
