@@ -6,6 +6,8 @@ struct hl_tls {
     uint32_t guard;  /* non-zero while the monitor itself runs on this thread */
     uint32_t dead;   /* set once this thread's state has been torn down at thread exit */
     void *thread;    /* the thread's ThreadState, or NULL before its first event */
+    int64_t sample_left; /* bytes until the next sampled allocation (--sample-rate) */
+    uint64_t rng;        /* the sampler's random state, 0 until first used */
 };
 
 static __thread struct hl_tls hl_tls_slot __attribute__((tls_model("initial-exec")));

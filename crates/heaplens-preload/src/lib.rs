@@ -14,7 +14,8 @@
 //! `HEAPLENS_OUTPUT` (trace path; `%p` becomes the pid), `HEAPLENS_MAX_FRAMES` (stack depth
 //! cap, default 1024), `HEAPLENS_FOLLOW_CHILDREN=1` (keep `LD_PRELOAD` for exec'd programs),
 //! `HEAPLENS_FULL_UNWIND=1` (unwind every stack to the root, for checking the incremental walk),
-//! `HEAPLENS_STATS=1` (print capture counters at exit).
+//! `HEAPLENS_STATS=1` (print capture counters at exit), `HEAPLENS_SAMPLE_RATE=BYTES` (sample
+//! allocations, see [`sampling`]).
 
 pub mod hooks;
 pub mod intern;
@@ -23,6 +24,7 @@ pub mod output;
 pub mod procinfo;
 pub mod real;
 pub mod record;
+pub mod sampling;
 pub mod sysalloc;
 pub mod thread;
 pub mod tls;
@@ -115,6 +117,7 @@ fn start() {
     let follow_children = std::env::var_os("HEAPLENS_FOLLOW_CHILDREN").is_some_and(|v| v == "1");
     let full_unwind = std::env::var_os("HEAPLENS_FULL_UNWIND").is_some_and(|v| v == "1");
     let stats = std::env::var_os("HEAPLENS_STATS").is_some_and(|v| v == "1");
+    sampling::set_rate(std::env::var("HEAPLENS_SAMPLE_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
     let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind, stats });
     if !follow_children {
         forget_preload();
@@ -148,7 +151,7 @@ fn process_record(max_frames: usize) -> ProcessRecord {
         argv: procinfo::argv(),
         max_frames: max_frames as u32,
         time_source: procinfo::choose_time_source(),
-        sample_rate: 0,
+        sample_rate: sampling::rate(),
     }
 }
 

@@ -37,17 +37,24 @@ pub fn take_buffer() -> Box<[u8]> {
     POOL.lock().ok().and_then(|mut p| p.pop()).unwrap_or_else(|| vec![0u8; thread::BUFFER_BYTES].into_boxed_slice())
 }
 
-/// Queues `len` bytes of `buf` (one Events payload) for writing.
-pub fn submit(buf: Box<[u8]>, len: usize) {
+/// Buffers queued beyond which the threads that fill them write them out themselves: with more
+/// busy threads than cores the writer thread alone falls behind, and the queue (memory) grows.
+const HIGH_WATER: usize = 16;
+
+/// Queues `len` bytes of `buf` (one Events payload) for writing. Returns true when the backlog
+/// is so long that the caller should help: call [`write_pending`] once it holds no lock.
+pub fn submit(buf: Box<[u8]>, len: usize) -> bool {
+    let mut backlog = 0;
     if let Ok(mut q) = QUEUE.lock() {
         q.push((buf, len));
-        let backlog = q.len();
+        backlog = q.len();
         drop(q);
         if backlog >= 4 {
             WAKE.notify_one();
         }
     }
     ensure_writer();
+    backlog >= HIGH_WATER
 }
 
 /// Queues a non-event block.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use heaplens_trace::Op;
 
 use crate::thread::ThreadState;
-use crate::{modules, output, procinfo, thread};
+use crate::{modules, output, procinfo, sampling, thread, tls};
 
 pub use crate::unwind::Caller;
 
@@ -95,6 +95,12 @@ fn guarded(f: impl FnOnce()) {
 /// `p` is null or a block the allocator just returned.
 #[inline(always)]
 pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
+    if sampling::enabled() {
+        if p.is_null() || !sampling::take(tls::slot(), size) {
+            return;
+        }
+        sampling::insert(p as u64);
+    }
     guarded(|| {
         let Some(t) = thread::current() else { return };
         // SAFETY: p came from the allocator (or is null, which is not passed on).
@@ -111,6 +117,26 @@ pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
 /// `p` is null or a block the allocator just returned.
 #[inline(always)]
 pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, size: usize) {
+    let (old, p, size) = if sampling::enabled() {
+        if p.is_null() && size != 0 {
+            return; // failed: the old block is untouched
+        }
+        let old_recorded = !old.is_null() && sampling::remove(old as u64);
+        let new_recorded = !p.is_null() && sampling::take(tls::slot(), size);
+        if new_recorded {
+            sampling::insert(p as u64);
+        }
+        match (old_recorded, new_recorded) {
+            (false, false) => return,
+            // Only the release of a recorded block: shaped like realloc(old, 0).
+            (true, false) => (old, std::ptr::null_mut(), 0),
+            // Only a new recorded block: shaped like realloc(NULL, size).
+            (false, true) => (std::ptr::null_mut(), p, size),
+            (true, true) => (old, p, size),
+        }
+    } else {
+        (old, p, size)
+    };
     guarded(|| {
         let Some(t) = thread::current() else { return };
         // SAFETY: as in `alloc`.
@@ -125,6 +151,9 @@ pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, 
 /// reuse of the address).
 #[inline(always)]
 pub fn dealloc(op: Op, p: *mut c_void) {
+    if sampling::enabled() && !sampling::remove(p as u64) {
+        return;
+    }
     guarded(|| {
         let Some(t) = thread::current() else { return };
         let ts = procinfo::now_ticks();

@@ -70,23 +70,27 @@ impl ThreadState {
     }
 
     /// Hands the filled buffer to the writer and starts a new one. Caller holds the lock.
-    fn rotate(&mut self) {
+    /// Returns true when the writer is behind (see [`output::submit`]).
+    fn rotate(&mut self) -> bool {
+        let mut behind = false;
         if self.has_events() {
             let full = std::mem::replace(&mut self.buf, output::take_buffer());
-            output::submit(full, self.pos);
+            behind = output::submit(full, self.pos);
         }
         self.begin();
+        behind
     }
 
     /// Appends one event through `encode`, which gets the buffer, the position and the encoder.
     #[inline(always)]
     pub fn push(&mut self, encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder)) {
         self.acquire();
-        if self.pos + MAX_EVENT_LEN > self.buf.len() {
-            self.rotate();
-        }
+        let behind = self.pos + MAX_EVENT_LEN > self.buf.len() && self.rotate();
         encode(&mut self.buf, &mut self.pos, &mut self.enc);
         self.lock.store(false, Ordering::Release);
+        if behind {
+            output::write_pending();
+        }
     }
 
     #[inline(always)]
@@ -102,7 +106,7 @@ impl ThreadState {
     pub fn flush(&mut self) {
         for spin in 0..100_000u32 {
             if !self.lock.swap(true, Ordering::Acquire) {
-                self.rotate();
+                let _ = self.rotate();
                 self.lock.store(false, Ordering::Release);
                 return;
             }

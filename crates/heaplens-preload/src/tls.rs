@@ -11,6 +11,10 @@ pub struct Tls {
     pub dead: u32,
     /// The thread's `ThreadState`, null before its first event.
     pub thread: *mut c_void,
+    /// Bytes until the next sampled allocation (see `sampling`).
+    pub sample_left: i64,
+    /// The sampler's random state, 0 until first used.
+    pub rng: u64,
 }
 
 extern "C" {

@@ -41,6 +41,11 @@ pub struct RunArgs {
     /// Deepest call stack recorded, in frames.
     #[arg(long, default_value_t = 1024, value_name = "FRAMES")]
     pub max_frames: u32,
+    /// Sample allocations instead of recording all of them: on average one per BYTES allocated
+    /// (a Poisson process over bytes, as tcmalloc, jemalloc and Go do; reports scale the
+    /// samples back to unbiased estimates). Accepts suffixes: 512KiB, 512k, 1MiB, 1m.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub sample_rate: Option<u64>,
     /// Print nothing but the program's own output.
     #[arg(short, long)]
     pub quiet: bool,
@@ -89,6 +94,26 @@ pub enum Format {
     Json,
 }
 
+/// Parses a byte count with an optional binary suffix (k/KiB, m/MiB, g/GiB).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a size (try 524288 or 512KiB)"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("unknown unit in `{s}` (use KiB, MiB or GiB)")),
+    };
+    let v = n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))?;
+    if v == 0 {
+        return Err("the sampling rate must be at least 1 byte".into());
+    }
+    Ok(v)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -101,5 +126,21 @@ fn main() -> ExitCode {
             eprintln!("heaplens: error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("512k"), Ok(512 << 10));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("").is_err());
     }
 }

@@ -81,6 +81,9 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     if a.follow_children {
         cmd.env("HEAPLENS_FOLLOW_CHILDREN", "1");
     }
+    if let Some(rate) = a.sample_rate {
+        cmd.env("HEAPLENS_SAMPLE_RATE", rate.to_string());
+    }
     // heaplens outlives Ctrl-C to seal the trace; the program gets the signal as usual.
     // SAFETY: signal() is async-signal-safe; restoring defaults is all the child does here.
     unsafe {

@@ -1,0 +1,53 @@
+//! `heaplens run --sample-rate`: allocations sampled as a Poisson process over bytes, and
+//! reports that scale the samples back to unbiased estimates of the true numbers.
+//!
+//! Widgets are 204 bytes; at a 4 KiB rate each is recorded with probability
+//! p = 1 - exp(-204/4096) = 0.0486, so the ~100 000 leaked red widgets of a 200 000-widget run
+//! give ~4 850 samples and a relative standard error of about 1.4%. The bounds below (10%) are
+//! seven standard errors: a correct sampler fails them about once in 10^11 runs.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const RATE: u64 = 4096;
+const TOLERANCE: f64 = 0.10;
+
+fn sample_rate_of(v: &Value) -> u64 {
+    ["summary", "trace"].iter().find_map(|k| v[k]["sample_rate"].as_u64()).expect("report states the sampling rate")
+}
+
+fn close(what: &str, estimate: u64, truth: u64) {
+    let err = (estimate as f64 - truth as f64).abs() / truth as f64;
+    assert!(err <= TOLERANCE, "{what}: estimate {estimate} is {:.1}% off the true {truth}", err * 100.0);
+}
+
+#[test]
+fn sampled_widgets_estimate_the_true_totals() {
+    let dir = WorkDir::new("sampled-widgets");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("sampled.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.args(["run", "--sample-rate", "4KiB", "-o"]).arg(&trace).arg("--").arg(&exe).arg("200000");
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --sample-rate");
+    let t = truth(&out.stdout, "widgets");
+    let (made, red) = (num(&t, "made"), num(&t, "red"));
+
+    let v = report(&dir, &trace);
+    assert_eq!(sample_rate_of(&v), RATE);
+    // Far fewer events were recorded than allocations happened.
+    assert!(u(&v, "trace/events") < made / 5, "{} events for {made} widgets", u(&v, "trace/events"));
+    close("allocations", u(&v, "summary/allocations"), made);
+    close("bytes allocated", u(&v, "summary/bytes_allocated"), made * 204);
+    close("leaked bytes", u(&v, "summary/leaked_bytes"), red * 204);
+    close("leaked objects", u(&v, "summary/leaked_objects"), red);
+    let bin = bin_row(&v, 204).expect("204-byte bin");
+    close("204-byte allocations", u(bin, "allocs"), made);
+    let leak: u64 = arr(&v, "leaks")
+        .iter()
+        .filter(|r| leak_path(r).ends_with(&["make_red_widget".to_string(), "make_widget".to_string()]))
+        .map(|r| u(r, "bytes"))
+        .sum();
+    close("leak path main > make_red_widget > make_widget", leak, red * 204);
+}
