@@ -108,6 +108,7 @@ extern "C" fn init() {
 }
 
 fn start() {
+    tls::init_fast_path();
     real::resolve_all();
     let Some(out) = std::env::var_os("HEAPLENS_OUTPUT") else { return };
     let pid = std::process::id();

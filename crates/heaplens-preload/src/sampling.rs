@@ -5,7 +5,7 @@
 //! probability `1 - exp(-s / rate)` and reports can weight it back to an unbiased estimate.
 //!
 //! Only the deallocations of recorded blocks are recorded. Which blocks those are is kept in a
-//! counting filter (one byte per bucket, in this library's .bss) backed by an exact set: a free of
+//! counting filter (one byte per bucket, 64 KiB in this library's .bss) backed by an exact set: a free of
 //! an unrecorded block costs one byte load.
 
 use std::collections::HashSet;
@@ -18,7 +18,8 @@ use crate::tls::Tls;
 /// Mean bytes between samples; 0 when every allocation is recorded.
 static RATE: AtomicU64 = AtomicU64::new(0);
 
-const BUCKETS: usize = 1 << 20;
+/// 64 KiB of counters: small enough to stay in cache on the hot free path.
+const BUCKETS: usize = 1 << 16;
 const SHARDS: usize = 64;
 static COUNTS: [AtomicU8; BUCKETS] = [const { AtomicU8::new(0) }; BUCKETS];
 type FxSet = HashSet<u64, BuildHasherDefault<rustc_hash::FxHasher>>;
@@ -71,7 +72,7 @@ fn next_distance(rng: &mut u64, rate: f64) -> i64 {
 
 #[inline(always)]
 fn bucket(addr: u64) -> usize {
-    ((addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 44) as usize & (BUCKETS - 1)
+    ((addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as usize & (BUCKETS - 1)
 }
 
 /// Remembers that the block at `addr` was recorded.

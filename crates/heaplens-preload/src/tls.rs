@@ -1,6 +1,7 @@
 //! The per-thread slot (see `csrc/tls.c`) and the re-entrancy guard built on it.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicIsize, Ordering};
 
 /// Mirrors `struct hl_tls` in `csrc/tls.c`.
 #[repr(C)]
@@ -19,14 +20,33 @@ pub struct Tls {
 
 extern "C" {
     fn hl_tls() -> *mut Tls;
+    fn hl_tls_offset() -> isize;
+}
+
+/// The slot's offset from the thread pointer, once known (0 before: then ask the C shim).
+static OFFSET: AtomicIsize = AtomicIsize::new(0);
+
+/// Learns the slot's offset from the thread pointer (the same for every thread with the
+/// initial-exec model), so [`slot`] needs no call. Call once at start-up.
+pub fn init_fast_path() {
+    // SAFETY: no preconditions.
+    OFFSET.store(unsafe { hl_tls_offset() }, Ordering::Relaxed);
 }
 
 /// This thread's slot. Never allocates, never fails.
 #[inline(always)]
 pub fn slot() -> &'static mut Tls {
+    let off = OFFSET.load(Ordering::Relaxed);
     // SAFETY: initial-exec TLS is valid for the thread's whole life, and only this thread
-    // touches its own slot.
-    unsafe { &mut *hl_tls() }
+    // touches its own slot. On x86_64 fs:0 holds the thread pointer itself.
+    unsafe {
+        if off == 0 {
+            return &mut *hl_tls();
+        }
+        let tp: usize;
+        std::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags));
+        &mut *((tp as isize + off) as *mut Tls)
+    }
 }
 
 /// Holds the guard for a scope; dropping it (also while a C++ exception unwinds through a
