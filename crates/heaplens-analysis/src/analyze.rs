@@ -28,7 +28,10 @@ impl Default for Options {
 
 /// Analyses a loaded trace with the given symbolizer.
 pub fn analyze(trace: &Trace, sym: &mut dyn Symbolizer, opts: &Options) -> Report {
-    let r = replay(trace.events());
+    let r = match &trace.aggregate {
+        Some(a) => crate::aggregated::replay(a, &trace.clock),
+        None => replay(trace.events()),
+    };
     let ids: Vec<u32> = r.stacks.iter().map(|s| s.stack).collect();
     let (frames, paths) = resolve(&trace.stacks, &ids, sym, opts.progress);
     let inp = Inputs { replay: &r, frames: &frames, paths: &paths };

@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod aggregated;
 pub mod analyze;
 pub mod load;
 pub mod model;

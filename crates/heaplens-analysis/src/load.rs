@@ -7,8 +7,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use heaplens_trace::{
-    BlockKind, ClockSync, EndRecord, Event, EventDecoder, ExitRecord, ModuleRecord, ProcessRecord, ReadError,
-    StackNode, ThreadName, TimeMap, TraceReader,
+    AggregateRecord, BlockKind, ClockSync, EndRecord, Event, EventDecoder, ExitRecord, ModuleRecord, ProcessRecord,
+    ReadError, StackNode, ThreadName, TimeMap, TraceReader,
 };
 
 use crate::progress::Progress;
@@ -154,6 +154,9 @@ pub struct Trace {
     pub event_count: u64,
     /// Turns event timestamps (nanoseconds or TSC ticks) into `CLOCK_MONOTONIC` nanoseconds.
     pub clock: TimeMap,
+    /// The last counters snapshot of a trace recorded in aggregated mode (`heaplens run
+    /// --aggregate`), which has no events.
+    pub aggregate: Option<AggregateRecord>,
     /// Event payloads grouped by thread, each thread's in file order (= time order).
     threads: Vec<(u32, Vec<Vec<u8>>)>,
 }
@@ -213,6 +216,7 @@ impl Trace {
                 }
                 BlockKind::Events => t.add_events(payload, &mut thread_index),
                 BlockKind::Clock => ClockSync::decode(&payload).map(|c| syncs.push(c)).is_ok(),
+                BlockKind::Aggregate => AggregateRecord::decode(&payload).map(|a| t.aggregate = Some(a)).is_ok(),
             };
             if !ok {
                 t.health.malformed_blocks += 1;

@@ -15,8 +15,10 @@
 //! cap, default 1024), `HEAPLENS_FOLLOW_CHILDREN=1` (keep `LD_PRELOAD` for exec'd programs),
 //! `HEAPLENS_FULL_UNWIND=1` (unwind every stack to the root, for checking the incremental walk),
 //! `HEAPLENS_STATS=1` (print capture counters at exit), `HEAPLENS_SAMPLE_RATE=BYTES` (sample
-//! allocations, see [`sampling`]).
+//! allocations, see [`sampling`]), `HEAPLENS_AGGREGATE=1` (keep counters instead of events, see
+//! [`aggregate`]).
 
+pub mod aggregate;
 pub mod hooks;
 pub mod intern;
 pub mod modules;
@@ -118,6 +120,9 @@ fn start() {
     let follow_children = std::env::var_os("HEAPLENS_FOLLOW_CHILDREN").is_some_and(|v| v == "1");
     let full_unwind = std::env::var_os("HEAPLENS_FULL_UNWIND").is_some_and(|v| v == "1");
     let stats = std::env::var_os("HEAPLENS_STATS").is_some_and(|v| v == "1");
+    if std::env::var_os("HEAPLENS_AGGREGATE").is_some_and(|v| v == "1") {
+        aggregate::enable();
+    }
     sampling::set_rate(std::env::var("HEAPLENS_SAMPLE_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
     let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind, stats });
     if !follow_children {
@@ -227,6 +232,7 @@ extern "C" fn fork_child() {
             s.reset_after_fork();
             s as *mut thread::ThreadState as usize
         });
+        aggregate::reset_after_fork();
         output::restart_in_child(&process_record(config().max_frames), me.unwrap_or(0));
     });
     if r.is_err() {

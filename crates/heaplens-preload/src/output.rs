@@ -146,6 +146,9 @@ fn writer_loop() {
         // Pairs of clock readings let readers measure the TSC rate even if the process is
         // killed early on (a few bytes every 50 ms).
         extra(BlockKind::Clock, procinfo::clock_sync().encode());
+        if crate::aggregate::enabled() && crate::aggregate::snapshot_wanted() {
+            extra(BlockKind::Aggregate, aggregate_snapshot());
+        }
         write_pending();
     }
 }
@@ -211,6 +214,9 @@ pub fn finish() {
     }
     module_changes(&modules::refresh(procinfo::now_ns()));
     extra(BlockKind::Clock, procinfo::clock_sync().encode());
+    if crate::aggregate::enabled() {
+        extra(BlockKind::Aggregate, aggregate_snapshot());
+    }
     write_pending();
     let nodes = intern::TRIE.lock().ok().and_then(|t| t.as_ref().map(|t| t.nodes)).unwrap_or(0);
     if let Ok(mut sink) = SINK.lock() {
@@ -225,6 +231,19 @@ pub fn finish() {
             let _ = s.writer.flush();
         }
     }
+}
+
+/// The aggregated-mode counters of every thread, encoded as an Aggregate payload.
+fn aggregate_snapshot() -> Vec<u8> {
+    crate::aggregate::snapshot(|f| {
+        if let Ok(r) = thread::REGISTRY.lock() {
+            for &p in r.iter() {
+                // SAFETY: registered states are alive while registered.
+                unsafe { (*(p as *const thread::ThreadState)).visit_counters(f) };
+            }
+        }
+    })
+    .encode()
 }
 
 /// The path of this process's trace.

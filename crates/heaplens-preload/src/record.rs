@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use heaplens_trace::Op;
 
 use crate::thread::ThreadState;
-use crate::{modules, output, procinfo, sampling, thread, tls};
+use crate::{aggregate, modules, output, procinfo, sampling, thread, tls};
 
 pub use crate::unwind::Caller;
 
@@ -105,6 +105,16 @@ pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
         let Some(t) = thread::current() else { return };
         // SAFETY: p came from the allocator (or is null, which is not passed on).
         let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
+        if aggregate::enabled() {
+            let stack = if p.is_null() { 0 } else { stack_id(t, &caller) };
+            t.counters(|c| {
+                aggregate::call(c, op);
+                if !p.is_null() {
+                    aggregate::allocated(c, p as u64, size as u64, stack);
+                }
+            });
+            return;
+        }
         let stack = stack_id(t, &caller);
         let ts = procinfo::now_ticks();
         t.push(|b, pos, e| e.alloc(b, pos, op, ts, p as u64, size as u64, usable as u64, stack));
@@ -141,6 +151,20 @@ pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, 
         let Some(t) = thread::current() else { return };
         // SAFETY: as in `alloc`.
         let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
+        if aggregate::enabled() {
+            let failed = p.is_null() && size != 0;
+            let stack = if p.is_null() { 0 } else { stack_id(t, &caller) };
+            t.counters(|c| {
+                aggregate::call(c, op);
+                if !failed && !old.is_null() {
+                    aggregate::released(c, old as u64);
+                }
+                if !p.is_null() {
+                    aggregate::allocated(c, p as u64, size as u64, stack);
+                }
+            });
+            return;
+        }
         let stack = stack_id(t, &caller);
         let ts = procinfo::now_ticks();
         t.push(|b, pos, e| e.realloc(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64, stack));
@@ -156,6 +180,13 @@ pub fn dealloc(op: Op, p: *mut c_void) {
     }
     guarded(|| {
         let Some(t) = thread::current() else { return };
+        if aggregate::enabled() {
+            t.counters(|c| {
+                aggregate::call(c, op);
+                aggregate::released(c, p as u64);
+            });
+            return;
+        }
         let ts = procinfo::now_ticks();
         t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64));
     });

@@ -97,7 +97,8 @@ pub fn remove(addr: u64) -> bool {
 
 #[cold]
 fn remove_slow(addr: u64, c: &AtomicU8) -> bool {
-    let found = EXACT[(addr >> 4) as usize % SHARDS].lock().is_ok_and(|mut s| s.as_mut().is_some_and(|s| s.remove(&addr)));
+    let found =
+        EXACT[(addr >> 4) as usize % SHARDS].lock().is_ok_and(|mut s| s.as_mut().is_some_and(|s| s.remove(&addr)));
     if found {
         let _ = c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(if v == u8::MAX { v } else { v - 1 }));
     }

@@ -30,6 +30,8 @@ pub struct ThreadState {
     pub walker: unwind::Walker,
     /// Capture counters.
     pub stats: crate::record::Stats,
+    /// Counters of the aggregated mode (unused otherwise).
+    agg: crate::aggregate::Counters,
     /// This thread's stack, bounding the unwinder's reads.
     pub stack: Range<u64>,
 }
@@ -54,6 +56,7 @@ impl ThreadState {
             },
             stack,
             stats: Default::default(),
+            agg: Default::default(),
         };
         s.begin();
         s
@@ -93,6 +96,29 @@ impl ThreadState {
         }
     }
 
+    /// Updates this thread's aggregated-mode counters under its lock.
+    #[inline(always)]
+    pub fn counters(&mut self, f: impl FnOnce(&mut crate::aggregate::Counters)) {
+        self.acquire();
+        f(&mut self.agg);
+        self.lock.store(false, Ordering::Release);
+    }
+
+    /// Reads this thread's aggregated-mode counters from another thread (bounded wait, as in
+    /// [`ThreadState::flush`]).
+    pub fn visit_counters(&self, f: &mut dyn FnMut(&crate::aggregate::Counters)) {
+        for spin in 0..100_000u32 {
+            if !self.lock.swap(true, Ordering::Acquire) {
+                f(&self.agg);
+                self.lock.store(false, Ordering::Release);
+                return;
+            }
+            if spin > 100 {
+                std::thread::yield_now();
+            }
+        }
+    }
+
     #[inline(always)]
     fn acquire(&self) {
         while self.lock.swap(true, Ordering::Acquire) {
@@ -122,6 +148,7 @@ impl ThreadState {
         self.lock.store(false, Ordering::Release);
         self.nodes.clear();
         self.walker.forget();
+        self.agg = Default::default();
         self.begin();
     }
 }
@@ -169,6 +196,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     let state = &mut *st;
     state.flush();
     crate::record::add_stats(&state.stats);
+    crate::aggregate::retire(&state.agg);
     output::thread_name(state.tid);
     let slot = tls::slot();
     slot.thread = std::ptr::null_mut();

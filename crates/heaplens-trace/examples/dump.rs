@@ -41,6 +41,7 @@ fn main() {
             BlockKind::Exit => println!("{:?}", ExitRecord::decode(&p)),
             BlockKind::End => println!("{:?}", EndRecord::decode(&p)),
             BlockKind::Clock => println!("{:?}", ClockSync::decode(&p)),
+            BlockKind::Aggregate => println!("{:?}", AggregateRecord::decode(&p)),
         }
     }
     println!("total events={events} stack nodes={nodes} status={:?}", r.status());

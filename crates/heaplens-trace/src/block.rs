@@ -33,6 +33,8 @@ pub enum BlockKind {
     End = 7,
     /// A [`crate::ClockSync`]: relates event timestamps to `CLOCK_MONOTONIC`.
     Clock = 8,
+    /// An [`crate::AggregateRecord`]: counters of the aggregated (long-run) mode.
+    Aggregate = 9,
 }
 
 impl BlockKind {
@@ -47,6 +49,7 @@ impl BlockKind {
             6 => Self::Exit,
             7 => Self::End,
             8 => Self::Clock,
+            9 => Self::Aggregate,
             _ => return None,
         })
     }

@@ -14,6 +14,7 @@
 //! [`BlockKind`]s; its layout is documented on [`record`]. Nothing in this crate knows about hooks,
 //! unwinding or symbols: it only moves records to and from bytes.
 
+pub mod aggregate;
 pub mod block;
 pub mod clock;
 pub mod event;
@@ -22,6 +23,7 @@ pub mod record;
 pub mod varint;
 pub mod writer;
 
+pub use aggregate::{AggregateRecord, SizeCounters, StackCounters};
 pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};
 pub use clock::{ClockSync, TimeMap, TimeSource};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};

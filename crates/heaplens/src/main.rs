@@ -46,6 +46,12 @@ pub struct RunArgs {
     /// samples back to unbiased estimates). Accepts suffixes: 512KiB, 512k, 1MiB, 1m.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub sample_rate: Option<u64>,
+    /// Long runs: keep per-stack and per-size counters in the process instead of recording
+    /// every call, so the trace grows with the number of call stacks, not of allocations (leaks
+    /// and peak stay exact; lifetimes and the timeline are not recorded). The program writes
+    /// a snapshot of the counters when it receives SIGUSR2, and at exit.
+    #[arg(long)]
+    pub aggregate: bool,
     /// Print nothing but the program's own output.
     #[arg(short, long)]
     pub quiet: bool,

@@ -81,6 +81,9 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     if a.follow_children {
         cmd.env("HEAPLENS_FOLLOW_CHILDREN", "1");
     }
+    if a.aggregate {
+        cmd.env("HEAPLENS_AGGREGATE", "1");
+    }
     if let Some(rate) = a.sample_rate {
         cmd.env("HEAPLENS_SAMPLE_RATE", rate.to_string());
     }
