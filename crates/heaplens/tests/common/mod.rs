@@ -64,6 +64,17 @@ impl Drop for WorkDir {
 
 /// `heaplens run` needs the monitor next to its own executable.
 fn check_preload_built() {
+    // The monitor is a cdylib, not a dependency of this crate, so `cargo test` alone would use
+    // whatever (possibly stale) copy sits next to the binary: bring it up to date once.
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
+        let profile = if heaplens_exe().parent().is_some_and(|d| d.ends_with("release")) { "release" } else { "dev" };
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "heaplens-preload", "--profile", profile])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status();
+        assert!(status.is_ok_and(|s| s.success()), "building the monitor (cargo build -p heaplens-preload) failed");
+    });
     let so = heaplens_exe().with_file_name("libheaplens_preload.so");
     assert!(so.exists(), "{} is missing: build the workspace first (cargo build --workspace)", so.display());
 }
