@@ -92,6 +92,9 @@ macro_rules! throwing_new_hook {
     };
 }
 
+/// Deallocation hooks. While recording, the C++ `operator delete`s release the block with the
+/// real `free` directly: that is all libstdc++'s do, and it saves a trip through the C++ runtime
+/// and back into the `free` hook on every delete.
 macro_rules! dealloc_hook {
     ($name:ident => $real:ident, $op:expr, |$p:ident : P $(, $a:ident : $t:ty)*|) => {
         #[allow(clippy::missing_safety_doc)]
@@ -102,7 +105,39 @@ macro_rules! dealloc_hook {
             }
             let Some(_g) = enter() else { return call::$real($p $(, $a)*) };
             record::dealloc($op, $p);
-            call::$real($p $(, $a)*)
+            call::free($p)
+        }
+    };
+}
+
+/// The plain `operator new` and `new[]` (throwing and nothrow). While recording they get the
+/// block from the real `malloc` directly, as libstdc++'s do (after turning a 0-byte request into
+/// 1), saving a trip through the C++ runtime and back into the `malloc` hook. Only when that
+/// fails is the real operator called, without the guard: it runs the program's new_handler
+/// loop and throws `bad_alloc` (whose exception object is then the program's own, recorded as
+/// usual) through this frame, hence the "C-unwind" ABI. The aligned forms keep to the real
+/// operators ([`throwing_new_hook`]).
+macro_rules! new_hook {
+    ($name:ident => $real:ident, $op:expr, |$n:ident : usize $(, $t:ident : P)?|) => {
+        entry!("C-unwind" $name);
+        #[allow(non_snake_case)]
+        mod $name {
+            use super::*;
+            #[allow(unused_variables)]
+            pub unsafe extern "C-unwind" fn imp($n: usize, p1: usize, p2: usize, p3: usize, cfa: u64, bp: u64) -> P {
+                $(let $t = p1 as P;)?
+                {
+                    let Some(_g) = enter() else { return call::$real($n $(, $t)?) };
+                    let p = call::malloc($n.max(1));
+                    if !p.is_null() {
+                        record::alloc(Caller { cfa, bp }, $op, p, $n);
+                        return p;
+                    }
+                }
+                // If the new_handler frees enough for a retry to succeed, that block is
+                // recorded by the malloc hook the real operator calls.
+                call::$real($n $(, $t)?)
+            }
         }
     };
 }
@@ -112,10 +147,10 @@ alloc_hook!("C" memalign => memalign, Op::Memalign, |a: usize, n: usize| size = 
 alloc_hook!("C" aligned_alloc => aligned_alloc, Op::AlignedAlloc, |a: usize, n: usize| size = n);
 alloc_hook!("C" valloc => valloc, Op::Valloc, |n: usize| size = n);
 alloc_hook!("C" pvalloc => pvalloc, Op::Pvalloc, |n: usize| size = n);
-throwing_new_hook!(_Znwm => new via new_nothrow, Op::New, |n: usize|);
-throwing_new_hook!(_Znam => new_array via new_array_nothrow, Op::NewArray, |n: usize|);
-alloc_hook!("C-unwind" _ZnwmRKSt9nothrow_t => new_nothrow, Op::NewNothrow, |n: usize, t: P| size = n);
-alloc_hook!("C-unwind" _ZnamRKSt9nothrow_t => new_array_nothrow, Op::NewArrayNothrow, |n: usize, t: P| size = n);
+new_hook!(_Znwm => new, Op::New, |n: usize|);
+new_hook!(_Znam => new_array, Op::NewArray, |n: usize|);
+new_hook!(_ZnwmRKSt9nothrow_t => new_nothrow, Op::NewNothrow, |n: usize, t: P|);
+new_hook!(_ZnamRKSt9nothrow_t => new_array_nothrow, Op::NewArrayNothrow, |n: usize, t: P|);
 throwing_new_hook!(_ZnwmSt11align_val_t => new_aligned via new_aligned_nothrow, Op::NewAligned, |n: usize, a: usize|);
 throwing_new_hook!(_ZnamSt11align_val_t => new_array_aligned via new_array_aligned_nothrow, Op::NewArrayAligned, |n: usize, a: usize|);
 alloc_hook!("C-unwind" _ZnwmSt11align_val_tRKSt9nothrow_t => new_aligned_nothrow, Op::NewAlignedNothrow, |n: usize, a: usize, t: P| size = n);

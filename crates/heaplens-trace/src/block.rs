@@ -63,6 +63,8 @@ pub enum Codec {
     Raw = 0,
     /// LZ4 block format (lz4_flex), without a size prefix: `raw_len` in the header gives it.
     Lz4 = 1,
+    /// A Zstandard frame (RFC 8878).
+    Zstd = 2,
 }
 
 /// A decoded block header.

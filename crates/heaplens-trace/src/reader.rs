@@ -117,6 +117,9 @@ impl<R: Read> TraceReader<R> {
             let payload = match h.codec {
                 c if c == Codec::Raw as u8 => Some(self.stored.clone()),
                 c if c == Codec::Lz4 as u8 => lz4_flex::block::decompress(&self.stored, h.raw_len as usize).ok(),
+                c if c == Codec::Zstd as u8 => zstd::bulk::decompress(&self.stored, h.raw_len as usize)
+                    .ok()
+                    .filter(|p| p.len() == h.raw_len as usize),
                 _ => None,
             };
             let Some(payload) = payload else {
@@ -162,6 +165,19 @@ mod tests {
         w.write_block(BlockKind::Stacks, &vec![7u8; 5000]).unwrap();
         w.write_block(BlockKind::End, b"x").unwrap();
         std::mem::take(w.get_mut())
+    }
+
+    #[test]
+    fn every_codec_round_trips() {
+        let payload: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        for codec in [Codec::Raw, Codec::Lz4, Codec::Zstd] {
+            let mut w = BlockWriter::new(Vec::new()).unwrap();
+            w.codec = codec;
+            w.write_block(BlockKind::Stacks, &payload).unwrap();
+            let bytes = std::mem::take(w.get_mut());
+            let mut r = TraceReader::new(&bytes[..]).unwrap();
+            assert_eq!(r.next_block().unwrap(), Some((BlockKind::Stacks, payload.clone())), "{codec:?}");
+        }
     }
 
     #[test]
