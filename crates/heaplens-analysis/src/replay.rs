@@ -13,14 +13,7 @@ pub const BIN_COUNT: usize = 1026;
 pub const BIN_MAX_EXACT: u64 = 1024;
 
 /// mprof's size classes: s = 0..=32, m = 33..=256, l = 257..=2048, x = larger (bytes).
-pub fn size_class(size: u64) -> usize {
-    match size {
-        0..=32 => 0,
-        33..=256 => 1,
-        257..=2048 => 2,
-        _ => 3,
-    }
-}
+pub use heaplens_trace::aggregate::size_class;
 
 fn bin_of(size: u64) -> usize {
     if size <= BIN_MAX_EXACT {
