@@ -64,7 +64,7 @@ impl Default for Trie {
     }
 }
 
-const CACHE_SLOTS: usize = 4096;
+const CACHE_SLOTS: usize = 16384;
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
@@ -80,7 +80,7 @@ pub struct NodeCache {
 }
 
 impl NodeCache {
-    /// An empty cache (64 KiB).
+    /// An empty cache (256 KiB).
     pub fn new() -> Self {
         Self { slots: vec![Slot::default(); CACHE_SLOTS].into_boxed_slice() }
     }
@@ -94,7 +94,7 @@ impl NodeCache {
     #[inline]
     pub fn child(&mut self, parent: u32, addr: u64) -> u32 {
         let h = (addr ^ u64::from(parent).wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        let slot = &mut self.slots[(h >> 52) as usize & (CACHE_SLOTS - 1)];
+        let slot = &mut self.slots[(h >> 50) as usize & (CACHE_SLOTS - 1)];
         if slot.child != 0 && slot.addr == addr && slot.parent == parent {
             return slot.child;
         }
