@@ -1,12 +1,25 @@
 //! The pipeline: replay the events, symbolize the stacks that allocated, build the tables.
+//!
+//! [`analyze_file`] overlaps the stages on three threads: one reads and decompresses the file,
+//! the calling thread replays events as they arrive (see [`crate::merge`]), and a third opens
+//! module files and symbolizes the stack trie (see [`crate::symbolize::cached`]).
 
-use std::path::Path;
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 
-use crate::load::{LoadError, Trace};
+use heaplens_trace::{ClockSync, ModuleRecord, ProcessRecord, StackNode, TimeSource};
+
+use crate::load::{LoadError, Sink, Trace};
+use crate::merge::{Ahead, Merger, SharedBlock};
 use crate::model::Report;
 use crate::paths::resolve;
-use crate::replay::replay;
-use crate::symbolize::{ElfSymbolizer, Symbolizer};
+use crate::progress::Progress;
+use crate::replay::{Replay, State};
+use crate::symbolize::cached::{symbolize_all, CachedSymbolizer, SymMsg, SymProgress};
+use crate::symbolize::Symbolizer;
 use crate::tables::{bins, callgraph, direct, leaks, summary, Inputs};
 
 /// Choices that change the numbers of the report (not just its rendering).
@@ -30,17 +43,22 @@ impl Default for Options {
 pub fn analyze(trace: &Trace, sym: &mut dyn Symbolizer, opts: &Options) -> Report {
     let r = match &trace.aggregate {
         Some(a) => crate::aggregated::replay(a, &trace.clock),
-        None => replay(trace.events()),
+        None => trace.replay(),
     };
+    report(trace, &r, sym, opts)
+}
+
+/// Builds the report from the replay's counters.
+fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options) -> Report {
     let ids: Vec<u32> = r.stacks.iter().map(|s| s.stack).collect();
     let (frames, paths) = resolve(&trace.stacks, &ids, sym, opts.progress);
-    let inp = Inputs { replay: &r, frames: &frames, paths: &paths };
-    let mut info = summary::trace_info(trace, &r, paths.incomplete);
+    let inp = Inputs { replay: r, frames: &frames, paths: &paths };
+    let mut info = summary::trace_info(trace, r, paths.incomplete);
     info.symbol_warnings = sym.warnings();
     Report {
         trace: info,
         process: summary::process_info(trace),
-        summary: summary::summary(trace, &r),
+        summary: summary::summary(trace, r),
         leaks: leaks::leaks(inp, opts.leak_depth, opts.call_sites),
         bins: bins::bins(&r.bins),
         direct: direct::direct(inp),
@@ -49,12 +67,263 @@ pub fn analyze(trace: &Trace, sym: &mut dyn Symbolizer, opts: &Options) -> Repor
 }
 
 /// Loads the trace at `path` and analyses it, symbolizing from the module files the trace
-/// names (they must still be on this machine for names to resolve).
+/// names (they must still be on this machine for names to resolve). Gives the same report as
+/// [`Trace::load`] followed by [`analyze`] with an [`crate::ElfSymbolizer`], faster.
 ///
 /// # Errors
 /// [`LoadError`] when the file cannot be read or is not a heaplens trace.
 pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
-    let trace = Trace::load(path, opts.progress)?;
-    let mut sym = ElfSymbolizer::new(&trace.modules);
-    Ok(analyze(&trace, &mut sym, opts))
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bar = Progress::bytes(opts.progress, size, "reading trace");
+    let sym_progress = Arc::new(SymProgress::default());
+    let (trace, replay, results) = std::thread::scope(|scope| {
+        let (ev_tx, ev_rx) = mpsc::channel();
+        let (sym_tx, sym_rx) = mpsc::channel();
+        let p = sym_progress.clone();
+        let symbolizer = std::thread::Builder::new()
+            .name("heaplens-symbols".into())
+            .spawn_scoped(scope, move || symbolize_all(sym_rx, p))
+            .expect("cannot start a thread");
+        let bar = &bar;
+        let ahead = Arc::new(Ahead::default());
+        let a = ahead.clone();
+        let loader = std::thread::Builder::new()
+            .name("heaplens-reader".into())
+            .spawn_scoped(scope, move || {
+                let mut sink = PipeSink { ev_tx, sym_tx: Some(sym_tx), ahead: a, pending: VecDeque::new() };
+                let t = Trace::load_into(path, Some(bar), &mut sink);
+                // The symbols can be finished now, and the replay, while this thread decodes
+                // what it can of the rest.
+                sink.sym_tx = None;
+                let _ = sink.ev_tx.send(Msg::Done(Box::new(t)));
+                sink.drain();
+            })
+            .expect("cannot start a thread");
+        let (streamed, trace) = stream_replay(ev_rx, ahead.clone());
+        let replayed = trace.map(|t| {
+            let r = match &t.aggregate {
+                Some(a) => crate::aggregated::replay(a, &t.clock),
+                None => streamed.finish(&t),
+            };
+            (t, r)
+        });
+        ahead.stop.store(true, Ordering::Release);
+        loader.join().expect("the reader thread panicked");
+        bar.finish();
+        if opts.progress {
+            // Symbols usually are ready before the replay; when not, show how far they are.
+            let mut sbar = None;
+            while !symbolizer.is_finished() {
+                if sym_progress.started.load(Ordering::Acquire) {
+                    let total = sym_progress.total.load(Ordering::Relaxed);
+                    let b = sbar.get_or_insert_with(|| Progress::items(total > 1000, total, "symbolizing"));
+                    b.set(sym_progress.done.load(Ordering::Relaxed));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if let Some(b) = sbar {
+                b.finish();
+            }
+        }
+        let results = symbolizer.join().expect("the symbolizer thread panicked");
+        replayed.map(|(t, r)| (t, r, results))
+    })?;
+    let mut sym = CachedSymbolizer::new(results);
+    Ok(report(&trace, &replay, &mut sym, opts))
+}
+
+/// What the reader thread sends to the replay.
+enum Msg {
+    Process(u64, TimeSource, u32),
+    Clock(ClockSync),
+    Events(u32, Arc<SharedBlock>),
+    /// The whole file is read.
+    Done(Box<Result<Trace, LoadError>>),
+}
+
+struct PipeSink {
+    ev_tx: Sender<Msg>,
+    sym_tx: Option<Sender<SymMsg>>,
+    ahead: Arc<Ahead>,
+    /// Blocks sent and maybe not decoded yet, oldest first.
+    pending: VecDeque<(u32, Arc<SharedBlock>)>,
+}
+
+impl PipeSink {
+    /// Decodes pending blocks ahead of the replay while the cap allows; false when the cap
+    /// stopped it.
+    fn decode_pending(&mut self) -> bool {
+        loop {
+            while self.pending.front().is_some_and(|(_, b)| b.taken()) {
+                self.pending.pop_front();
+            }
+            let Some((tid, b)) = self.pending.front() else { return true };
+            if self.ahead.stop.load(Ordering::Acquire) {
+                self.pending.clear();
+                return true;
+            }
+            if !self.ahead.decode(b, *tid) {
+                return false;
+            }
+            self.pending.pop_front();
+        }
+    }
+
+    /// After the file is read: keeps decoding ahead until everything is claimed or the
+    /// replay stops wanting it.
+    fn drain(&mut self) {
+        while !self.decode_pending() {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+}
+
+impl Sink for PipeSink {
+    fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>) {
+        let b = Arc::new(SharedBlock::new(payload));
+        let _ = self.ev_tx.send(Msg::Events(tid, b.clone()));
+        // Reading comes first: blocks are decoded ahead only once the file is read, for the
+        // part of the replay that is left then.
+        self.pending.push_back((tid, b));
+    }
+    fn process(&mut self, p: &ProcessRecord) {
+        let _ = self.ev_tx.send(Msg::Process(p.sample_rate, p.time_source, p.pid));
+    }
+    fn clock(&mut self, c: ClockSync) {
+        let _ = self.ev_tx.send(Msg::Clock(c));
+    }
+    fn modules(&mut self, m: &[ModuleRecord]) {
+        if let Some(tx) = &self.sym_tx {
+            let _ = tx.send(SymMsg::Modules(m.to_vec()));
+        }
+    }
+    fn stacks(&mut self, n: &[StackNode]) {
+        if let Some(tx) = &self.sym_tx {
+            let _ = tx.send(SymMsg::Addrs(n.iter().map(|n| n.addr).collect()));
+        }
+    }
+}
+
+/// How far behind the newest block read the streaming replay stays once the process has more
+/// than one thread: blocks reach the file up to the monitor's sweep period (100 ms) after their
+/// first event, so a block older than this is not expected any more. (If one comes anyway,
+/// everything is replayed again.)
+const WINDOW_NS: f64 = 200e6;
+
+/// The replay as the reader thread delivers the blocks.
+///
+/// While the only thread seen is the process's main thread, every event is replayed as soon
+/// as it arrives. Once there are several, events are replayed only up to [`WINDOW_NS`] behind
+/// the newest block, as another thread's older events may still come. A block that breaks the
+/// merge order of what was already replayed restarts the replay from the first event (kept in
+/// memory) once, in the cautious mode; after a second one the replay waits for the whole
+/// trace.
+struct Streamed {
+    merger: Merger<'static>,
+    state: Option<State>,
+    /// False once a block arrived that the streaming replay had assumed could not.
+    in_order: bool,
+    restarted: bool,
+}
+
+impl Streamed {
+    /// Finishes the replay once the whole trace is read.
+    fn finish(mut self, t: &Trace) -> Replay {
+        let rate = t.sample_rate();
+        let mut st = match self.state.take() {
+            Some(st) if self.in_order && st.sample_rate() == rate => st,
+            _ => {
+                self.merger.rewind();
+                State::new(rate)
+            }
+        };
+        self.merger.run(&mut st, u64::MAX);
+        st.add_malformed(self.merger.malformed());
+        st.finish(&t.clock)
+    }
+
+    /// A block broke the order: replay again from the start, or give up streaming.
+    fn out_of_order(&mut self) {
+        match self.state.as_mut() {
+            Some(st) if !self.restarted => {
+                *st = State::new(st.sample_rate());
+                self.merger.rewind();
+                self.restarted = true;
+            }
+            _ => self.in_order = false,
+        }
+    }
+}
+
+fn stream_replay(rx: Receiver<Msg>, ahead: Arc<Ahead>) -> (Streamed, Result<Trace, LoadError>) {
+    let mut s = Streamed { merger: Merger::streaming(ahead.clone()), state: None, in_order: true, restarted: false };
+    let mut done = None;
+    let mut index: HashMap<u32, u32> = HashMap::new();
+    let mut source = TimeSource::MonotonicNs;
+    let mut pid = None;
+    let (mut first_sync, mut last_sync): (Option<ClockSync>, Option<ClockSync>) = (None, None);
+    let mut newest = 0u64;
+    while done.is_none() {
+        let Ok(msg) = rx.recv() else { break };
+        for msg in std::iter::once(msg).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+            match msg {
+                Msg::Done(t) => done = Some(*t),
+                Msg::Process(rate, src, p) => {
+                    source = src;
+                    pid = Some(p);
+                    match &s.state {
+                        None => s.state = Some(State::new(rate)),
+                        Some(st) => s.in_order &= st.sample_rate() == rate,
+                    }
+                }
+                Msg::Clock(c) => {
+                    if first_sync.is_none_or(|f| c.ticks < f.ticks) {
+                        first_sync = Some(c);
+                    }
+                    if last_sync.is_none_or(|l| c.ticks > l.ticks) {
+                        last_sync = Some(c);
+                    }
+                }
+                Msg::Events(tid, payload) => {
+                    let n = index.len() as u32;
+                    let i = *index.entry(tid).or_insert(n);
+                    if let Some(ts) = crate::decode::first_ts(&payload.payload) {
+                        newest = newest.max(ts);
+                    }
+                    let (max_key, replayed) =
+                        s.state.as_ref().map_or(((0, 0), false), |st| (st.max_key(), st.replayed()));
+                    if !s.merger.push(i, tid, payload, max_key, replayed) && s.in_order {
+                        s.out_of_order();
+                    }
+                }
+            }
+        }
+        if !s.in_order {
+            continue;
+        }
+        let Some(st) = s.state.as_mut() else { continue };
+        // Only the main thread so far (and never another one before): replay everything.
+        let alone = index.len() == 1 && pid.is_some_and(|p| index.contains_key(&p)) && !s.restarted;
+        let horizon = if alone {
+            Some(u64::MAX)
+        } else {
+            let window = match source {
+                TimeSource::MonotonicNs => Some(WINDOW_NS),
+                TimeSource::Tsc => match (first_sync, last_sync) {
+                    (Some(f), Some(l)) if l.ticks > f.ticks && l.mono_ns > f.mono_ns => {
+                        Some(WINDOW_NS * (l.ticks - f.ticks) as f64 / (l.mono_ns - f.mono_ns) as f64)
+                    }
+                    _ => None,
+                },
+            };
+            window.map(|w| newest.saturating_sub(w as u64))
+        };
+        if let Some(h) = horizon {
+            s.merger.run(st, h);
+        }
+    }
+    let t = done.unwrap_or_else(|| {
+        Err(LoadError::Io { path: PathBuf::new(), reason: std::io::Error::other("the reader thread stopped") })
+    });
+    (s, t)
 }

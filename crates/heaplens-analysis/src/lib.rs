@@ -13,7 +13,10 @@
 
 pub mod aggregated;
 pub mod analyze;
+mod decode;
+mod live;
 pub mod load;
+mod merge;
 pub mod model;
 pub mod paths;
 pub mod progress;

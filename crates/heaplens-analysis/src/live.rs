@@ -5,8 +5,10 @@
 //! blocks nearly every operation is a cache miss. Allocators hand out neighbouring addresses
 //! to blocks allocated close in time, so this map keeps that locality: the address space is
 //! cut in 4 KiB pages, each page (found through a small directory and a one-entry cache) has a
-//! dense array of 256 slots, one per 16-byte granule. Addresses that are not 16-byte aligned,
-//! and values that do not pack into 64 bits, go to an ordinary hash map.
+//! dense array of 128 slots, one per 32-byte granule (glibc's smallest chunk: two live blocks
+//! of glibc are at least 32 bytes apart). A slot also stores bit 4 of its block's address, so
+//! another block in the same granule (allocators with 16-byte chunks) is told apart and goes,
+//! with unaligned addresses and values that do not pack into 64 bits, to an ordinary hash map.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -16,130 +18,245 @@ use rustc_hash::FxHasher;
 type Fx = BuildHasherDefault<FxHasher>;
 
 const PAGE_SHIFT: u32 = 12;
-const GRANULE_SHIFT: u32 = 4;
+const GRANULE_SHIFT: u32 = 5;
 const SLOTS: usize = 1 << (PAGE_SHIFT - GRANULE_SHIFT);
-/// Bits of the packed value holding `slot + 1` (0 = empty).
-const SLOT_BITS: u32 = 24;
+/// Pages per arena chunk (2 MiB of slots).
+const CHUNK_PAGES: usize = 2048;
+/// Bit 0 of a packed value: bit 4 of the address. Then `slot + 1` (0 = empty), then the size.
+const TAG_BIT: u64 = 1 << 4;
+const SLOT_SHIFT: u32 = 1;
+const SLOT_BITS: u32 = 23;
 const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
+const SIZE_SHIFT: u32 = SLOT_SHIFT + SLOT_BITS;
 /// Sizes below this pack next to the slot.
-const SIZE_LIMIT: u64 = 1 << (64 - SLOT_BITS);
+const SIZE_LIMIT: u64 = 1 << (64 - SIZE_SHIFT);
 const NO_PAGE: u64 = u64::MAX;
 
 #[inline(always)]
-fn pack(size: u64, slot: u32) -> Option<u64> {
+fn pack(addr: u64, size: u64, slot: u32) -> Option<u64> {
     let s = u64::from(slot) + 1;
-    (size < SIZE_LIMIT && s <= SLOT_MASK).then_some((size << SLOT_BITS) | s)
+    (size < SIZE_LIMIT && s <= SLOT_MASK)
+        .then_some((size << SIZE_SHIFT) | (s << SLOT_SHIFT) | u64::from(addr & TAG_BIT != 0))
 }
 
 #[inline(always)]
 fn unpack(v: u64) -> (u64, u32) {
-    (v >> SLOT_BITS, ((v & SLOT_MASK) - 1) as u32)
+    (v >> SIZE_SHIFT, (((v >> SLOT_SHIFT) & SLOT_MASK) - 1) as u32)
 }
+
+#[inline(always)]
+fn tag_matches(v: u64, addr: u64) -> bool {
+    (v & 1 != 0) == (addr & TAG_BIT != 0)
+}
+
+/// Zeroed memory for slots, mapped directly and populated in one go: faulting it in a page at
+/// a time (twice, as reading a fresh page maps the zero page first) costs more than the replay.
+struct Chunk {
+    ptr: *mut u64,
+    len: usize,
+}
+
+impl Chunk {
+    fn new(len: usize) -> Self {
+        let bytes = len * std::mem::size_of::<u64>();
+        // SAFETY: an anonymous private mapping of our own; checked for failure below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            std::alloc::handle_alloc_error(std::alloc::Layout::array::<u64>(len).expect("small layout"));
+        }
+        // SAFETY: advice on the mapping just made; failures only cost speed.
+        unsafe {
+            const MADV_POPULATE_WRITE: libc::c_int = 23;
+            libc::madvise(p, bytes, MADV_POPULATE_WRITE);
+        }
+        Self { ptr: p.cast(), len }
+    }
+}
+
+impl std::ops::Deref for Chunk {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        // SAFETY: the mapping holds `len` zero-initialized u64s for the chunk's lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Chunk {
+    fn deref_mut(&mut self) -> &mut [u64] {
+        // SAFETY: as in `deref`, and `&mut self` is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping made in `new`, exactly once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len * std::mem::size_of::<u64>()) };
+    }
+}
+
+/// Pages per region of the directory (2 MiB of address space).
+const REGION_SHIFT: u32 = 9;
+const REGION_PAGES: usize = 1 << REGION_SHIFT;
 
 /// Live blocks by address.
 pub(crate) struct LiveMap {
-    /// Page number -> index into `pages`.
+    /// Region number (page number >> REGION_SHIFT) -> region index.
     dir: HashMap<u64, u32, Fx>,
-    pages: Vec<Box<[u64]>>,
+    /// Per region, per page: page index + 1, 0 for none. Neighbouring pages are neighbours
+    /// here too, so walking the heap does not miss the cache in the directory.
+    regions: Vec<Box<[u32]>>,
+    /// Slots of all pages, `CHUNK_PAGES` pages a chunk.
+    chunks: Vec<Chunk>,
     /// Live blocks per page.
     counts: Vec<u32>,
     /// Indices of pages not in the directory, all slots zero.
     spare: Vec<u32>,
     /// Pages in the directory with no live block.
     empty_pages: usize,
-    /// Unaligned addresses and unpackable values.
+    /// Unaligned addresses, granule neighbours and unpackable values.
     other: HashMap<u64, (u64, u32), Fx>,
     len: u64,
-    cache_page: u64,
-    cache_idx: u32,
+    /// Direct-mapped cache of the directory: (region, index) by region number.
+    cache: Box<[(u64, u32)]>,
 }
+
+/// Entries of the directory cache.
+const CACHE: usize = 256;
 
 impl Default for LiveMap {
     fn default() -> Self {
         Self {
             dir: HashMap::default(),
-            pages: Vec::new(),
+            regions: Vec::new(),
+            chunks: Vec::new(),
             counts: Vec::new(),
             spare: Vec::new(),
             empty_pages: 0,
             other: HashMap::default(),
             len: 0,
-            cache_page: NO_PAGE,
-            cache_idx: 0,
+            cache: vec![(NO_PAGE, 0); CACHE].into_boxed_slice(),
         }
     }
 }
 
 impl LiveMap {
     /// Live blocks.
+    #[cfg(test)]
     pub fn len(&self) -> u64 {
         self.len
     }
 
     #[inline(always)]
-    fn page_of(&mut self, page: u64) -> Option<u32> {
-        if page == self.cache_page {
-            return Some(self.cache_idx);
+    fn region_of(&mut self, region: u64) -> Option<u32> {
+        let c = &mut self.cache[region as usize % CACHE];
+        if c.0 == region {
+            return Some(c.1);
         }
-        let idx = *self.dir.get(&page)?;
-        self.cache_page = page;
-        self.cache_idx = idx;
-        Some(idx)
+        let ri = *self.dir.get(&region)?;
+        *c = (region, ri);
+        Some(ri)
+    }
+
+    #[inline(always)]
+    fn page_of(&mut self, page: u64) -> Option<u32> {
+        let ri = self.region_of(page >> REGION_SHIFT)?;
+        match self.regions[ri as usize][page as usize % REGION_PAGES] {
+            0 => None,
+            v => Some(v - 1),
+        }
+    }
+
+    #[inline(always)]
+    fn cell(&mut self, idx: u32, addr: u64) -> &mut u64 {
+        let i = idx as usize;
+        &mut self.chunks[i / CHUNK_PAGES][(i % CHUNK_PAGES) * SLOTS + ((addr >> GRANULE_SHIFT) as usize & (SLOTS - 1))]
     }
 
     #[cold]
+    #[inline(never)]
     fn new_page(&mut self, page: u64) -> u32 {
         let idx = match self.spare.pop() {
             Some(i) => i,
             None => {
-                self.pages.push(vec![0u64; SLOTS].into_boxed_slice());
+                let i = self.counts.len();
+                if i.is_multiple_of(CHUNK_PAGES) {
+                    self.chunks.push(Chunk::new(CHUNK_PAGES * SLOTS));
+                }
                 self.counts.push(0);
-                (self.pages.len() - 1) as u32
+                i as u32
             }
         };
-        self.dir.insert(page, idx);
+        let region = page >> REGION_SHIFT;
+        let ri = match self.region_of(region) {
+            Some(ri) => ri,
+            None => {
+                self.regions.push(vec![0u32; REGION_PAGES].into_boxed_slice());
+                let ri = (self.regions.len() - 1) as u32;
+                self.dir.insert(region, ri);
+                self.cache[region as usize % CACHE] = (region, ri);
+                ri
+            }
+        };
+        self.regions[ri as usize][page as usize % REGION_PAGES] = idx + 1;
         self.empty_pages += 1;
-        self.cache_page = page;
-        self.cache_idx = idx;
         idx
     }
 
     /// Returns pages without live blocks to the spare list once they are more than half of all
     /// pages (so a page that empties and fills again is not churned through the directory).
     #[cold]
+    #[inline(never)]
     fn sweep(&mut self) {
-        let counts = &self.counts;
-        let spare = &mut self.spare;
-        self.dir.retain(|_, &mut idx| {
-            let keep = counts[idx as usize] != 0;
-            if !keep {
-                spare.push(idx);
+        for r in &mut self.regions {
+            for v in r.iter_mut().filter(|v| **v != 0) {
+                if self.counts[*v as usize - 1] == 0 {
+                    self.spare.push(*v - 1);
+                    *v = 0;
+                }
             }
-            keep
-        });
+        }
         self.empty_pages = 0;
-        self.cache_page = NO_PAGE;
+    }
+
+    /// Pages in use.
+    fn pages(&self) -> usize {
+        self.counts.len() - self.spare.len()
     }
 
     /// Inserts a block; returns the block that was live at the same address (its release was
     /// never seen), if any.
     #[inline(always)]
     pub fn insert(&mut self, addr: u64, size: u64, slot: u32) -> Option<(u64, u32)> {
-        let packed = pack(size, slot);
-        if addr & ((1 << GRANULE_SHIFT) - 1) != 0 || packed.is_none() {
-            return self.insert_other(addr, size, slot);
-        }
+        let packed = match pack(addr, size, slot) {
+            Some(p) if addr & (TAG_BIT - 1) == 0 => p,
+            _ => return self.insert_other(addr, size, slot),
+        };
         let page = addr >> PAGE_SHIFT;
         let idx = match self.page_of(page) {
             Some(i) => i,
             None => self.new_page(page),
         };
-        let cell = &mut self.pages[idx as usize][((addr >> GRANULE_SHIFT) as usize) & (SLOTS - 1)];
+        let cell = self.cell(idx, addr);
         let old = *cell;
-        *cell = packed.unwrap_or(0);
         if old != 0 {
-            return Some(unpack(old));
+            if tag_matches(old, addr) {
+                *cell = packed;
+                return Some(unpack(old));
+            }
+            // The other half of the granule is live: this block goes aside.
+            return self.insert_other(addr, size, slot);
         }
+        *cell = packed;
         let c = &mut self.counts[idx as usize];
         *c += 1;
         if *c == 1 {
@@ -156,9 +273,10 @@ impl LiveMap {
     }
 
     #[cold]
+    #[inline(never)]
     fn insert_other(&mut self, addr: u64, size: u64, slot: u32) -> Option<(u64, u32)> {
-        // An aligned address may hold a packed block from before.
-        let old = if addr & ((1 << GRANULE_SHIFT) - 1) == 0 { self.remove_paged(addr) } else { None };
+        // The address may hold a packed block from before.
+        let old = if addr & (TAG_BIT - 1) == 0 { self.remove_paged(addr) } else { None };
         let old2 = self.other.insert(addr, (size, slot));
         if old2.is_none() {
             self.len += 1;
@@ -168,19 +286,19 @@ impl LiveMap {
 
     #[inline(always)]
     fn remove_paged(&mut self, addr: u64) -> Option<(u64, u32)> {
-        let page = addr >> PAGE_SHIFT;
-        let idx = self.page_of(page)?;
-        let cell = &mut self.pages[idx as usize][((addr >> GRANULE_SHIFT) as usize) & (SLOTS - 1)];
-        let old = std::mem::take(cell);
-        if old == 0 {
+        let idx = self.page_of(addr >> PAGE_SHIFT)?;
+        let cell = self.cell(idx, addr);
+        let old = *cell;
+        if old == 0 || !tag_matches(old, addr) {
             return None;
         }
+        *cell = 0;
         self.len -= 1;
         let c = &mut self.counts[idx as usize];
         *c -= 1;
         if *c == 0 {
             self.empty_pages += 1;
-            if self.empty_pages > 64 && self.empty_pages * 2 > self.dir.len() {
+            if self.empty_pages > 64 && self.empty_pages * 2 > self.pages() {
                 self.sweep();
             }
         }
@@ -190,7 +308,7 @@ impl LiveMap {
     /// Removes the block at `addr`, if live.
     #[inline(always)]
     pub fn remove(&mut self, addr: u64) -> Option<(u64, u32)> {
-        if addr & ((1 << GRANULE_SHIFT) - 1) == 0 {
+        if addr & (TAG_BIT - 1) == 0 {
             if let Some(v) = self.remove_paged(addr) {
                 return Some(v);
             }
@@ -198,6 +316,12 @@ impl LiveMap {
         if self.other.is_empty() {
             return None;
         }
+        self.remove_other(addr)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn remove_other(&mut self, addr: u64) -> Option<(u64, u32)> {
         let v = self.other.remove(&addr)?;
         self.len -= 1;
         Some(v)
@@ -205,11 +329,13 @@ impl LiveMap {
 
     /// Calls `f(size, slot)` for every live block (in no particular order).
     pub fn for_each(&self, mut f: impl FnMut(u64, u32)) {
-        for &idx in self.dir.values() {
-            if self.counts[idx as usize] == 0 {
+        for &v in self.regions.iter().flat_map(|r| r.iter()).filter(|&&v| v != 0) {
+            let i = v as usize - 1;
+            if self.counts[i] == 0 {
                 continue;
             }
-            for &v in self.pages[idx as usize].iter().filter(|&&v| v != 0) {
+            let page = &self.chunks[i / CHUNK_PAGES][(i % CHUNK_PAGES) * SLOTS..][..SLOTS];
+            for &v in page.iter().filter(|&&v| v != 0) {
                 let (size, slot) = unpack(v);
                 f(size, slot);
             }
@@ -236,11 +362,11 @@ mod tests {
             // Mostly aligned addresses in a few regions, some odd ones, some huge values.
             let region = [0x5555_0000_0000u64, 0x7f00_1234_0000, 0x10][(x % 3) as usize];
             let mut addr = region + (x >> 8) % 50_000 * 16;
-            if x % 97 == 0 {
+            if x.is_multiple_of(97) {
                 addr += 8;
             }
-            let size = if x % 101 == 0 { 1 << 50 } else { x % 3000 };
-            let slot = if x % 103 == 0 { 1 << 30 } else { (x % 1000) as u32 };
+            let size = if x.is_multiple_of(101) { 1 << 50 } else { x % 3000 };
+            let slot = if x.is_multiple_of(103) { 1 << 30 } else { (x % 1000) as u32 };
             if i % 3 == 2 {
                 assert_eq!(m.remove(addr), r.remove(&addr));
             } else {

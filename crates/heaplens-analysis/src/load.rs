@@ -1,17 +1,19 @@
 //! Reading a trace file into memory: the process, module and stack records decoded, the event
 //! payloads kept compact (a few bytes an event) and merged across threads on demand.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use heaplens_trace::{
-    AggregateRecord, BlockKind, ClockSync, EndRecord, Event, EventDecoder, ExitRecord, ModuleRecord, ProcessRecord,
-    ReadError, StackNode, ThreadName, TimeMap, TraceReader,
+    AggregateRecord, BlockKind, ClockSync, EndRecord, ExitRecord, ModuleRecord, ProcessRecord, ReadError, StackNode,
+    ThreadName, TimeMap, TraceReader,
 };
 
+pub use crate::merge::MergedEvents;
+use crate::merge::Merger;
 use crate::progress::Progress;
+use crate::replay::{Replay, State};
 
 /// Why a trace could not be loaded at all. Damage after the file header is not an error: it is
 /// recorded in [`Health`] and the trace is analysed as far as it reads.
@@ -131,7 +133,7 @@ impl StackTable {
 }
 
 /// A whole trace, decoded except for its events, which stay in their compact per-thread
-/// payloads and are merged by timestamp by [`Trace::events`].
+/// payloads and are merged by timestamp when replayed.
 #[derive(Debug, Default)]
 pub struct Trace {
     /// The file it came from (empty for in-memory traces).
@@ -148,17 +150,47 @@ pub struct Trace {
     pub exit: Option<ExitRecord>,
     /// The monitor's shutdown counters, when it shut down cleanly.
     pub end: Option<EndRecord>,
-    /// Damage and completeness.
+    /// Damage and completeness. Events payloads damaged part-way are found when the events are
+    /// replayed ([`crate::replay::Replay::malformed_blocks`]).
     pub health: Health,
-    /// Events decoded at load time (their total; failed decodes are not counted).
-    pub event_count: u64,
     /// Turns event timestamps (nanoseconds or TSC ticks) into `CLOCK_MONOTONIC` nanoseconds.
     pub clock: TimeMap,
     /// The last counters snapshot of a trace recorded in aggregated mode (`heaplens run
     /// --aggregate`), which has no events.
     pub aggregate: Option<AggregateRecord>,
-    /// Event payloads grouped by thread, each thread's in file order (= time order).
-    threads: Vec<(u32, Vec<Vec<u8>>)>,
+    /// Event payloads grouped by thread, each thread's in file order (= time order), threads
+    /// in order of first appearance.
+    pub(crate) threads: Vec<(u32, Vec<Vec<u8>>)>,
+}
+
+/// Receives what [`Trace::read_blocks`] decodes, as it goes.
+pub(crate) trait Sink {
+    /// An Events payload with a thread id.
+    fn events(&mut self, t: &mut Trace, tid: u32, payload: Vec<u8>);
+    /// The Process record.
+    fn process(&mut self, _p: &ProcessRecord) {}
+    /// A Clock record.
+    fn clock(&mut self, _c: ClockSync) {}
+    /// Module records.
+    fn modules(&mut self, _m: &[ModuleRecord]) {}
+    /// Stack nodes.
+    fn stacks(&mut self, _n: &[StackNode]) {}
+}
+
+/// Files payloads under their thread, in the trace itself.
+#[derive(Default)]
+struct KeepEvents {
+    index: HashMap<u32, usize>,
+}
+
+impl Sink for KeepEvents {
+    fn events(&mut self, t: &mut Trace, tid: u32, payload: Vec<u8>) {
+        let i = *self.index.entry(tid).or_insert_with(|| {
+            t.threads.push((tid, Vec::new()));
+            t.threads.len() - 1
+        });
+        t.threads[i].1.push(payload);
+    }
 }
 
 impl Trace {
@@ -168,12 +200,17 @@ impl Trace {
     /// # Errors
     /// [`LoadError`] when the file cannot be opened or is not a heaplens trace.
     pub fn load(path: &Path, progress: bool) -> Result<Trace, LoadError> {
-        let reader = TraceReader::open(path).map_err(|reason| LoadError::Open { path: path.into(), reason })?;
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let bar = Progress::bytes(progress, size, "reading trace");
-        let mut t =
-            Self::read_blocks(reader, Some(&bar)).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
+        let bar = Progress::bytes(progress, std::fs::metadata(path).map(|m| m.len()).unwrap_or(0), "reading trace");
+        let t = Self::load_into(path, Some(&bar), &mut KeepEvents::default())?;
         bar.finish();
+        Ok(t)
+    }
+
+    /// Loads the trace at `path`, handing its parts to `sink` as they are read.
+    pub(crate) fn load_into(path: &Path, bar: Option<&Progress>, sink: &mut dyn Sink) -> Result<Trace, LoadError> {
+        let reader = TraceReader::open(path).map_err(|reason| LoadError::Open { path: path.into(), reason })?;
+        let mut t =
+            Self::read_blocks(reader, bar, sink).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
         t.path = path.into();
         Ok(t)
     }
@@ -184,22 +221,41 @@ impl Trace {
     /// [`LoadError`] when the input is not a heaplens trace or cannot be read.
     pub fn from_reader<R: Read>(input: R) -> Result<Trace, LoadError> {
         let reader = TraceReader::new(input).map_err(|reason| LoadError::Open { path: PathBuf::new(), reason })?;
-        Self::read_blocks(reader, None).map_err(|reason| LoadError::Io { path: PathBuf::new(), reason })
+        Self::read_blocks(reader, None, &mut KeepEvents::default())
+            .map_err(|reason| LoadError::Io { path: PathBuf::new(), reason })
     }
 
-    fn read_blocks<R: Read>(mut reader: TraceReader<R>, bar: Option<&Progress>) -> std::io::Result<Trace> {
+    fn read_blocks<R: Read>(
+        mut reader: TraceReader<R>,
+        bar: Option<&Progress>,
+        sink: &mut dyn Sink,
+    ) -> std::io::Result<Trace> {
         let mut t = Trace::default();
-        let mut thread_index: HashMap<u32, usize> = HashMap::new();
         let mut syncs = Vec::new();
         while let Some((kind, payload)) = reader.next_block()? {
             if let Some(bar) = bar {
                 bar.set(reader.status().offset);
             }
             let ok = match kind {
-                BlockKind::Process => ProcessRecord::decode(&payload).map(|p| t.process = Some(p)).is_ok(),
-                BlockKind::Modules => ModuleRecord::decode_all(&payload).map(|m| t.modules.extend(m)).is_ok(),
+                BlockKind::Process => match ProcessRecord::decode(&payload) {
+                    Ok(p) => {
+                        sink.process(&p);
+                        t.process = Some(p);
+                        true
+                    }
+                    Err(_) => false,
+                },
+                BlockKind::Modules => match ModuleRecord::decode_all(&payload) {
+                    Ok(m) => {
+                        sink.modules(&m);
+                        t.modules.extend(m);
+                        true
+                    }
+                    Err(_) => false,
+                },
                 BlockKind::Stacks => match StackNode::decode_all(&payload) {
                     Ok(nodes) => {
+                        sink.stacks(&nodes);
                         let mut ok = true;
                         for n in nodes {
                             ok &= t.stacks.insert(n);
@@ -214,8 +270,21 @@ impl Trace {
                     t.health.end_seen = true;
                     EndRecord::decode(&payload).map(|e| t.end = Some(e)).is_ok()
                 }
-                BlockKind::Events => t.add_events(payload, &mut thread_index),
-                BlockKind::Clock => ClockSync::decode(&payload).map(|c| syncs.push(c)).is_ok(),
+                BlockKind::Events => match crate::decode::header(&payload) {
+                    Some((tid, _)) => {
+                        sink.events(&mut t, tid, payload);
+                        true
+                    }
+                    None => false,
+                },
+                BlockKind::Clock => match ClockSync::decode(&payload) {
+                    Ok(c) => {
+                        sink.clock(c);
+                        syncs.push(c);
+                        true
+                    }
+                    Err(_) => false,
+                },
                 BlockKind::Aggregate => AggregateRecord::decode(&payload).map(|a| t.aggregate = Some(a)).is_ok(),
             };
             if !ok {
@@ -231,94 +300,30 @@ impl Trace {
         Ok(t)
     }
 
-    /// Validates one Events payload and files it under its thread; false when it is damaged
-    /// (the events before the damage are still kept: the merge stops at the same place).
-    fn add_events(&mut self, payload: Vec<u8>, thread_index: &mut HashMap<u32, usize>) -> bool {
-        let Ok(dec) = EventDecoder::new(&payload) else {
-            return false;
-        };
-        let tid = dec.tid();
-        let mut ok = true;
-        for e in dec {
-            match e {
-                Ok(_) => self.event_count += 1,
-                Err(_) => ok = false,
-            }
-        }
-        let i = *thread_index.entry(tid).or_insert_with(|| {
-            self.threads.push((tid, Vec::new()));
-            self.threads.len() - 1
-        });
-        self.threads[i].1.push(payload);
-        ok
-    }
-
     /// Thread ids that have events, in order of first appearance in the file.
     pub fn thread_ids(&self) -> impl Iterator<Item = u32> + '_ {
         self.threads.iter().map(|(tid, _)| *tid)
+    }
+
+    /// The sampling rate of the trace (0: every allocation was recorded).
+    pub fn sample_rate(&self) -> u64 {
+        self.process.as_ref().map_or(0, |p| p.sample_rate)
     }
 
     /// All events of all threads merged by timestamp, with timestamps in `CLOCK_MONOTONIC`
     /// nanoseconds. Ties keep file order of the threads' first blocks; each thread's own order
     /// is always kept.
     pub fn events(&self) -> MergedEvents<'_> {
-        let mut streams: Vec<ThreadStream<'_>> =
-            self.threads.iter().map(|(_, blocks)| ThreadStream { blocks, next_block: 0, dec: None }).collect();
-        let mut heads = Vec::with_capacity(streams.len());
-        let mut heap = BinaryHeap::with_capacity(streams.len());
-        for (i, s) in streams.iter_mut().enumerate() {
-            let head = s.advance();
-            if let Some(e) = &head {
-                heap.push(Reverse((e.ts, i)));
-            }
-            heads.push(head);
-        }
-        MergedEvents { streams, heads, heap, clock: self.clock }
+        MergedEvents::new(&self.threads, self.clock)
     }
-}
 
-struct ThreadStream<'a> {
-    blocks: &'a [Vec<u8>],
-    next_block: usize,
-    dec: Option<EventDecoder<'a>>,
-}
-
-impl<'a> ThreadStream<'a> {
-    fn advance(&mut self) -> Option<Event> {
-        loop {
-            if let Some(Some(Ok(e))) = self.dec.as_mut().map(Iterator::next) {
-                return Some(e);
-            }
-            // The current block ended (or was damaged, already counted at load): next block.
-            let payload = self.blocks.get(self.next_block)?;
-            self.next_block += 1;
-            self.dec = EventDecoder::new(payload).ok();
-        }
-    }
-}
-
-/// Iterator over every event of a [`Trace`] in timestamp order (a k-way merge of the threads).
-pub struct MergedEvents<'a> {
-    streams: Vec<ThreadStream<'a>>,
-    heads: Vec<Option<Event>>,
-    heap: BinaryHeap<Reverse<(u64, usize)>>,
-    clock: TimeMap,
-}
-
-impl Iterator for MergedEvents<'_> {
-    type Item = Event;
-
-    fn next(&mut self) -> Option<Event> {
-        let Reverse((_, i)) = self.heap.pop()?;
-        let out = self.heads[i].take();
-        let next = self.streams[i].advance();
-        if let Some(e) = &next {
-            self.heap.push(Reverse((e.ts, i)));
-        }
-        self.heads[i] = next;
-        out.map(|mut e| {
-            e.ts = self.clock.to_ns(e.ts);
-            e
-        })
+    /// Replays every event (see [`crate::replay`]), weighting them by the trace's sampling
+    /// rate.
+    pub fn replay(&self) -> Replay {
+        let mut st = State::new(self.sample_rate());
+        let mut m = Merger::borrowed(&self.threads);
+        m.run(&mut st, u64::MAX);
+        st.add_malformed(m.malformed());
+        st.finish(&self.clock)
     }
 }

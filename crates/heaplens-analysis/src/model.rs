@@ -44,6 +44,11 @@ pub struct TraceInfo {
     pub dropped_events: Option<u64>,
     /// Events read.
     pub events: u64,
+    /// The trace was sampled: on average one allocation recorded per this many bytes
+    /// allocated (a Poisson process over bytes); 0 when every allocation was recorded. When it
+    /// is set, every count and byte total of the report is an unbiased estimate scaled up
+    /// from the samples.
+    pub sample_rate: u64,
     /// Allocation stacks whose trie nodes were missing (paths lack their outer frames).
     pub incomplete_stacks: u64,
     /// Symbolization problems (a module file missing or rebuilt since the run), one line each.
@@ -67,9 +72,13 @@ pub struct ProcessInfo {
     pub thread_names: BTreeMap<u32, String>,
 }
 
-/// Totals over the whole run.
+/// Totals over the whole run. For a sampled trace (`sample_rate` > 0) every count and byte
+/// total is an estimate.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
+    /// Mean bytes between recorded allocations when the trace was sampled, 0 when every
+    /// allocation was recorded (the same as `trace.sample_rate`).
+    pub sample_rate: u64,
     /// Calls per allocating entry point label (`malloc`, `operator new`, `realloc`, ...),
     /// failed calls included.
     pub calls_by_kind: BTreeMap<String, u64>,

@@ -154,6 +154,15 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
     };
     let _ = writeln!(out, "  ended                {ended}");
     let _ = writeln!(out, "  trace                {}", health(r));
+    if r.trace.sample_rate > 0 {
+        let _ = writeln!(
+            out,
+            "  sampled              one allocation recorded per {} allocated on average (Poisson over bytes):\n  \
+             {:21}every count and byte total below is an estimate scaled up from the samples",
+            human_bytes(r.trace.sample_rate),
+            ""
+        );
+    }
     for w in &r.trace.symbol_warnings {
         let _ = writeln!(out, "  warning              {w}");
     }
@@ -215,6 +224,17 @@ pub fn health(r: &Report) -> String {
     format!("{state} ({} events)", t.events)
 }
 
+/// Under a table's title: the note that its numbers are estimates, for a sampled trace.
+fn estimates(r: &Report, out: &mut String) {
+    if r.trace.sample_rate > 0 {
+        let _ = writeln!(
+            out,
+            "  (estimates: the trace sampled one allocation per {} on average)",
+            human_bytes(r.trace.sample_rate)
+        );
+    }
+}
+
 fn more(out: &mut String, shown: usize, total: usize, what: &str) {
     if total > shown {
         let _ = writeln!(out, "  ... {} more {what} (--top 0 shows all)", total - shown);
@@ -223,6 +243,7 @@ fn more(out: &mut String, shown: usize, total: usize, what: &str) {
 
 fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)", o.leak_depth);
+    estimates(r, out);
     if r.leaks.is_empty() {
         let _ = writeln!(out, "  no leaks: every tracked allocation was released");
         return;
@@ -240,6 +261,7 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
 fn bins(r: &Report, o: &TextOptions, out: &mut String) {
     let b = &r.bins;
     let _ = writeln!(out, "ALLOCATION BIN TABLE (by requested size)");
+    estimates(r, out);
     let _ = writeln!(out, "  {:>8} {:>10} {:>20} {:>10} {:>20}", "size", "allocs", "bytes (%)", "frees", "kept (%)");
     // Exact sizes: the `--top` largest by bytes, shown in size order; the > 1024 bin always.
     let (big, exact) = b.rows.split_last().expect("the > 1024 bin is always present");
@@ -269,6 +291,7 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
 fn direct(r: &Report, o: &TextOptions, out: &mut String) {
     let d = &r.direct;
     let _ = writeln!(out, "DIRECT ALLOCATION TABLE (functions that called the allocator)");
+    estimates(r, out);
     let _ = writeln!(
         out,
         "  {:>5} {:>14} | {:^15} | {:>14} | {:^15} | {:>10}  name",
@@ -298,6 +321,7 @@ fn direct(r: &Report, o: &TextOptions, out: &mut String) {
 
 fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "ALLOCATION CALL GRAPH (gprof layout: callers above each entry, callees below)");
+    estimates(r, out);
     let _ = writeln!(
         out,
         "  self: bytes it allocated itself; self+desc: with its callees; called: allocations through it\n  \

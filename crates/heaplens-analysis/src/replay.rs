@@ -24,23 +24,17 @@ pub const BIN_COUNT: usize = 1026;
 pub const BIN_MAX_EXACT: u64 = 1024;
 
 /// mprof's size classes: s = 0..=32, m = 33..=256, l = 257..=2048, x = larger (bytes).
-#[inline(always)]
-pub fn size_class(size: u64) -> usize {
-    match size {
-        0..=32 => 0,
-        33..=256 => 1,
-        257..=2048 => 2,
-        _ => 3,
-    }
-}
+pub use heaplens_trace::aggregate::size_class;
 
 #[inline(always)]
 fn bin_of(size: u64) -> usize {
-    if size <= BIN_MAX_EXACT {
-        size as usize
-    } else {
-        BIN_COUNT - 1
-    }
+    size.min(BIN_MAX_EXACT + 1) as usize
+}
+
+/// [`size_class`] without branches (sizes come in any order).
+#[inline(always)]
+fn class_of(size: u64) -> usize {
+    usize::from(size > 32) + usize::from(size > 256) + usize::from(size > 2048)
 }
 
 /// Counters of one allocation stack (trie node). Byte counts are requested sizes. All counts
@@ -172,11 +166,12 @@ pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// The weight of a recorded allocation of `size` bytes: how many allocations it stands for.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Weights {
+pub struct Weights {
     rate: f64,
 }
 
 impl Weights {
+    /// The weights of a trace sampled at `sample_rate` bytes (0: not sampled).
     pub fn new(sample_rate: u64) -> Self {
         Self { rate: sample_rate as f64 }
     }
@@ -197,46 +192,152 @@ impl Weights {
     }
 }
 
-/// Replay state while walking events. Threads are small indices (streams); their thread ids
-/// do not matter here.
-pub(crate) struct State {
-    r: Replay,
+/// The type the replay counts in: `u64` when every allocation was recorded (each counts 1),
+/// `f64` for sampled traces (each counts its weight).
+pub(crate) trait Counter:
+    Copy + Default + PartialOrd + std::ops::AddAssign + std::ops::SubAssign + std::ops::Mul<Output = Self>
+{
+    /// Whether events have weights.
+    const SAMPLED: bool;
+    /// The weight of a recorded block of `size` bytes.
+    fn weight(w: &Weights, size: u64) -> Self;
+    /// `size` as a count.
+    fn size(size: u64) -> Self;
+    /// Nothing.
+    fn zero() -> Self;
+    /// One.
+    fn one() -> Self;
+    /// As a float.
+    fn f(self) -> f64;
+}
+
+impl Counter for u64 {
+    const SAMPLED: bool = false;
+    #[inline(always)]
+    fn weight(_: &Weights, _: u64) -> Self {
+        1
+    }
+    #[inline(always)]
+    fn size(size: u64) -> Self {
+        size
+    }
+    #[inline(always)]
+    fn zero() -> Self {
+        0
+    }
+    #[inline(always)]
+    fn one() -> Self {
+        1
+    }
+    #[inline(always)]
+    fn f(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Counter for f64 {
+    const SAMPLED: bool = true;
+    #[inline(always)]
+    fn weight(w: &Weights, size: u64) -> Self {
+        w.of(size)
+    }
+    #[inline(always)]
+    fn size(size: u64) -> Self {
+        size as f64
+    }
+    #[inline(always)]
+    fn zero() -> Self {
+        0.0
+    }
+    #[inline(always)]
+    fn one() -> Self {
+        1.0
+    }
+    #[inline(always)]
+    fn f(self) -> f64 {
+        self
+    }
+}
+
+/// Counters of one stack while replaying; [`StackStats`] is derived from them at the end.
+#[derive(Debug, Clone, Copy, Default)]
+struct StackAcc<C> {
+    allocs: C,
+    bytes_by_class: [C; 4],
+    frees: C,
+    freed_by_class: [C; 4],
+    temporary: C,
+}
+
+/// Replay state while walking events, counting in `C` (see [`Counter`]). Threads are small
+/// indices (streams); their thread ids do not matter here. Only what cannot be derived later
+/// is counted per event: totals come from the per-stack and per-bin counters, and what is live
+/// at the end from allocations minus releases.
+pub(crate) struct Counts<C> {
     w: Weights,
-    sampled: bool,
     live: LiveMap,
-    /// Trie node id -> index into `r.stacks` (u32::MAX = none yet).
+    /// Trie node id -> index into `stacks` (u32::MAX = none yet).
     slot_of: Vec<u32>,
+    stacks: Vec<StackAcc<C>>,
+    stack_ids: Vec<u32>,
+    calls_by_op: Vec<C>,
+    frees_by_op: Vec<C>,
+    failed: C,
+    overwritten: C,
+    unmatched_frees: u64,
+    null_frees: u64,
+    events: u64,
+    threads: u64,
+    malformed: u64,
+    /// Allocations and releases per size bin.
+    bin_allocs: Vec<C>,
+    bin_frees: Vec<C>,
+    /// Bytes of the `> 1024` bin (the others are size * count).
+    big_bytes: C,
+    big_freed: C,
     /// Per thread: the address its last event allocated, 0 if its last event was anything else.
     last_alloc: Vec<u64>,
     seen: Vec<bool>,
-    cur_bytes: f64,
-    cur_objects: f64,
+    cur_bytes: C,
+    cur_objects: C,
+    peak_bytes: C,
+    peak_objects: C,
     /// Raw timestamps, converted at the end.
     first_ts: Option<u64>,
     last_ts: u64,
     peak_ts: u64,
     /// Largest (timestamp, thread) replayed so far.
-    pub max_key: (u64, u32),
+    max_key: (u64, u32),
 }
 
-impl State {
-    pub fn new(sample_rate: u64) -> Self {
+impl<C: Counter> Counts<C> {
+    fn new(w: Weights) -> Self {
         let n_ops = Op::ALL.iter().map(|&o| o as usize).max().unwrap_or(0) + 1;
         Self {
-            r: Replay {
-                calls_by_op: vec![0.0; n_ops],
-                frees_by_op: vec![0.0; n_ops],
-                sample_rate,
-                ..Replay::default()
-            },
-            w: Weights::new(sample_rate),
-            sampled: sample_rate != 0,
+            w,
             live: LiveMap::default(),
             slot_of: Vec::new(),
+            stacks: Vec::new(),
+            stack_ids: Vec::new(),
+            calls_by_op: vec![C::zero(); n_ops],
+            frees_by_op: vec![C::zero(); n_ops],
+            failed: C::zero(),
+            overwritten: C::zero(),
+            unmatched_frees: 0,
+            null_frees: 0,
+            events: 0,
+            threads: 0,
+            malformed: 0,
+            bin_allocs: vec![C::zero(); BIN_COUNT],
+            bin_frees: vec![C::zero(); BIN_COUNT],
+            big_bytes: C::zero(),
+            big_freed: C::zero(),
             last_alloc: Vec::new(),
             seen: Vec::new(),
-            cur_bytes: 0.0,
-            cur_objects: 0.0,
+            cur_bytes: C::zero(),
+            cur_objects: C::zero(),
+            peak_bytes: C::zero(),
+            peak_objects: C::zero(),
             first_ts: None,
             last_ts: 0,
             peak_ts: 0,
@@ -246,10 +347,7 @@ impl State {
 
     #[inline(always)]
     fn slot(&mut self, stack: u32) -> u32 {
-        // A wild id (a damaged writer) would size the table by it: count it as no stack.
-        let stack = if stack > crate::load::MAX_STACK_ID { 0 } else { stack };
-        let i = stack as usize;
-        if let Some(&s) = self.slot_of.get(i) {
+        if let Some(&s) = self.slot_of.get(stack as usize) {
             if s != u32::MAX {
                 return s;
             }
@@ -258,187 +356,319 @@ impl State {
     }
 
     #[cold]
+    #[inline(never)]
     fn new_slot(&mut self, stack: u32) -> u32 {
+        // A wild id (a damaged writer) would size the table by it: count it as no stack.
+        let stack = if stack > crate::load::MAX_STACK_ID { 0 } else { stack };
         let i = stack as usize;
         if i >= self.slot_of.len() {
             self.slot_of.resize(i + 1, u32::MAX);
         }
-        self.slot_of[i] = self.r.stacks.len() as u32;
-        self.r.stacks.push(StackStats { stack, ..StackStats::default() });
+        if self.slot_of[i] == u32::MAX {
+            self.slot_of[i] = self.stacks.len() as u32;
+            self.stacks.push(StackAcc::default());
+            self.stack_ids.push(stack);
+        }
         self.slot_of[i]
     }
 
-    /// Weight of a recorded allocation of `size` bytes.
     #[inline(always)]
-    fn weight(&self, size: u64) -> f64 {
-        if self.sampled {
-            self.w.of(size)
-        } else {
-            1.0
-        }
+    fn weight(&self, size: u64) -> C {
+        C::weight(&self.w, size)
     }
 
     #[inline(always)]
-    fn alloc(&mut self, e: &Event, w: f64) {
+    fn alloc(&mut self, e: &Event, w: C) {
         let slot = self.slot(e.stack);
         if let Some(old) = self.live.insert(e.addr, e.size, slot) {
-            // The release of the block that had this address was never seen.
-            let ow = self.weight(old.0);
-            self.r.overwritten += ow;
-            self.release(old.0, old.1, ow, false);
+            self.overwritten(old);
         }
-        let size = e.size as f64;
-        let bytes = size * w;
-        let s = &mut self.r.stacks[slot as usize];
+        let bytes = C::size(e.size) * w;
+        let s = &mut self.stacks[slot as usize];
         s.allocs += w;
-        s.bytes += bytes;
-        s.bytes_by_class[size_class(e.size)] += bytes;
+        s.bytes_by_class[class_of(e.size)] += bytes;
         let b = bin_of(e.size);
-        self.r.bins.allocs[b] += w;
-        self.r.bins.bytes[b] += bytes;
-        self.r.allocations += w;
-        self.r.bytes_allocated += bytes;
+        self.bin_allocs[b] += w;
+        if b == BIN_COUNT - 1 {
+            self.big_bytes += bytes;
+        }
         self.cur_bytes += bytes;
         self.cur_objects += w;
-        if self.cur_bytes > self.r.peak_bytes {
-            self.r.peak_bytes = self.cur_bytes;
-            self.r.peak_objects = self.cur_objects;
+        if self.cur_bytes > self.peak_bytes {
+            self.peak_bytes = self.cur_bytes;
+            self.peak_objects = self.cur_objects;
             self.peak_ts = e.ts;
         }
     }
 
-    /// Releases `addr` for thread `t`; false if it was not live. Returns the block's weight.
-    #[inline(always)]
-    fn free(&mut self, t: usize, addr: u64) -> Option<f64> {
-        let (size, slot) = self.live.remove(addr)?;
-        let temporary = self.last_alloc[t] == addr;
+    /// An allocation returned an address that was still live: the release of the block that
+    /// had it was never seen.
+    #[cold]
+    #[inline(never)]
+    fn overwritten(&mut self, (size, slot): (u64, u32)) {
         let w = self.weight(size);
-        self.release(size, slot, w, temporary);
+        self.overwritten += w;
+        self.release(size, slot, w, false);
+    }
+
+    /// Releases `addr` for a thread whose last event allocated `last`; `None` if it was not
+    /// live, else the block's weight.
+    #[inline(always)]
+    fn free(&mut self, last: u64, addr: u64) -> Option<C> {
+        let (size, slot) = self.live.remove(addr)?;
+        let w = self.weight(size);
+        self.release(size, slot, w, last == addr);
         Some(w)
     }
 
     #[inline(always)]
-    fn release(&mut self, size: u64, slot: u32, w: f64, temporary: bool) {
-        let s = &mut self.r.stacks[slot as usize];
+    fn release(&mut self, size: u64, slot: u32, w: C, temporary: bool) {
+        let bytes = C::size(size) * w;
+        let s = &mut self.stacks[slot as usize];
         s.frees += w;
+        s.freed_by_class[class_of(size)] += bytes;
         if temporary {
             s.temporary += w;
-            self.r.temporary_allocations += w;
         }
-        let bytes = size as f64 * w;
         let b = bin_of(size);
-        self.r.bins.frees[b] += w;
-        self.r.bins.freed_bytes[b] += bytes;
-        self.r.deallocations += w;
+        self.bin_frees[b] += w;
+        if b == BIN_COUNT - 1 {
+            self.big_freed += bytes;
+        }
         self.cur_bytes -= bytes;
         self.cur_objects -= w;
     }
 
-    #[cold]
-    fn new_thread(&mut self, t: usize) {
-        if t >= self.seen.len() {
-            self.seen.resize(t + 1, false);
-            self.last_alloc.resize(t + 1, 0);
-        }
-        if !self.seen[t] {
+    /// Starts a run of events of thread (stream) `t`: returns the address its last event
+    /// allocated, for [`Counts::event`].
+    #[inline(always)]
+    pub fn begin_run(&mut self, t: u32, first_ts: u64) -> u64 {
+        let t = t as usize;
+        if !self.seen.get(t).copied().unwrap_or(false) {
+            if t >= self.seen.len() {
+                self.seen.resize(t + 1, false);
+                self.last_alloc.resize(t + 1, 0);
+            }
             self.seen[t] = true;
-            self.r.threads += 1;
+            self.threads += 1;
+        }
+        if self.first_ts.is_none() {
+            self.first_ts = Some(first_ts);
+        }
+        self.last_alloc[t]
+    }
+
+    /// Ends a run of `events` events of thread `t`, the last at `last_ts`, the latest at
+    /// `max_ts`.
+    #[inline(always)]
+    pub fn end_run(&mut self, t: u32, last_alloc: u64, events: u64, last_ts: u64, max_ts: u64) {
+        self.last_alloc[t as usize] = last_alloc;
+        self.events += events;
+        self.last_ts = last_ts;
+        if (max_ts, t) > self.max_key {
+            self.max_key = (max_ts, t);
         }
     }
 
-    /// Replays one event of thread (stream) `t`.
+    /// Replays one event of the current run; `last` is the address the thread's previous
+    /// event allocated (0 if none), updated.
     #[inline(always)]
-    pub fn event(&mut self, e: &Event, t: u32) {
-        let t = t as usize;
-        if !self.seen.get(t).copied().unwrap_or(false) {
-            self.new_thread(t);
-        }
-        self.r.events += 1;
-        if self.first_ts.is_none() {
-            self.first_ts = Some(e.ts);
-        }
-        self.last_ts = e.ts;
-        if (e.ts, t as u32) > self.max_key {
-            self.max_key = (e.ts, t as u32);
-        }
+    pub fn event(&mut self, e: &Event, last: &mut u64) {
         let mut allocated = 0;
         match e.op.class() {
             OpClass::Alloc => {
                 let w = self.weight(e.size);
-                self.r.calls_by_op[e.op as usize] += w;
+                self.calls_by_op[e.op as usize] += w;
                 if e.addr == 0 {
-                    self.r.failed_allocations += w;
+                    self.failed += w;
                 } else {
                     self.alloc(e, w);
                     allocated = e.addr;
                 }
             }
-            OpClass::Realloc => {
-                if e.addr != 0 || e.size == 0 {
-                    // A sampled trace records a realloc whose new block was not sampled as a
-                    // bare release (address 0, size 0): the call itself is estimated through
-                    // the sampled new blocks only.
-                    let w = if self.sampled && e.addr == 0 { 0.0 } else { self.weight(e.size) };
-                    self.r.calls_by_op[e.op as usize] += w;
-                    if e.old_addr != 0 && self.free(t, e.old_addr).is_none() {
-                        self.r.unmatched_frees += 1.0;
-                    }
-                    if e.addr != 0 {
-                        self.alloc(e, w);
-                        allocated = e.addr;
-                    }
-                } else {
-                    let w = self.weight(e.size);
-                    self.r.calls_by_op[e.op as usize] += w;
-                    self.r.failed_allocations += w;
-                }
-            }
+            OpClass::Realloc => self.realloc(e, *last, &mut allocated),
             OpClass::Dealloc => {
                 let w = if e.addr == 0 {
-                    self.r.null_frees += 1.0;
-                    1.0
+                    self.null_frees += 1;
+                    C::one()
                 } else {
-                    match self.free(t, e.addr) {
+                    match self.free(*last, e.addr) {
                         Some(w) => w,
                         None => {
-                            self.r.unmatched_frees += 1.0;
-                            1.0
+                            self.unmatched_frees += 1;
+                            C::one()
                         }
                     }
                 };
-                self.r.frees_by_op[e.op as usize] += w;
+                self.frees_by_op[e.op as usize] += w;
             }
         }
-        self.last_alloc[t] = allocated;
+        *last = allocated;
+    }
+
+    #[inline(never)]
+    fn realloc(&mut self, e: &Event, last: u64, allocated: &mut u64) {
+        if e.addr != 0 || e.size == 0 {
+            // A sampled trace records a realloc whose new block was not sampled as a bare
+            // release (address 0, size 0): the call itself is estimated through the sampled
+            // new blocks only.
+            let w = if C::SAMPLED && e.addr == 0 { C::zero() } else { self.weight(e.size) };
+            self.calls_by_op[e.op as usize] += w;
+            if e.old_addr != 0 && self.free(last, e.old_addr).is_none() {
+                self.unmatched_frees += 1;
+            }
+            if e.addr != 0 {
+                self.alloc(e, w);
+                *allocated = e.addr;
+            }
+        } else {
+            let w = self.weight(e.size);
+            self.calls_by_op[e.op as usize] += w;
+            self.failed += w;
+        }
+    }
+
+    /// The counters, with timestamps mapped through `clock`.
+    fn finish(self, clock: &TimeMap, sample_rate: u64) -> Replay {
+        let f = |v: &[C]| v.iter().map(|c| c.f()).collect::<Vec<f64>>();
+        let mut r = Replay {
+            calls_by_op: f(&self.calls_by_op),
+            frees_by_op: f(&self.frees_by_op),
+            unmatched_frees: self.unmatched_frees as f64,
+            null_frees: self.null_frees as f64,
+            overwritten: self.overwritten.f(),
+            failed_allocations: self.failed.f(),
+            peak_bytes: self.peak_bytes.f(),
+            peak_objects: self.peak_objects.f(),
+            events: self.events,
+            threads: self.threads,
+            sample_rate,
+            malformed_blocks: self.malformed,
+            ..Replay::default()
+        };
+        // What is live at the end: for a sampled trace summed from the live blocks' weights
+        // (allocations minus releases could leave rounding dust), else counted exactly.
+        let mut kept = vec![(0.0, [0.0; 4]); self.stacks.len()];
+        if C::SAMPLED {
+            let (w, stacks) = (self.w, &mut kept);
+            self.live.for_each(|size, slot| {
+                let wt = w.of(size);
+                let k = &mut stacks[slot as usize];
+                k.0 += wt;
+                k.1[class_of(size)] += size as f64 * wt;
+            });
+        } else {
+            for (k, s) in kept.iter_mut().zip(&self.stacks) {
+                k.0 = s.allocs.f() - s.frees.f();
+                for c in 0..4 {
+                    k.1[c] = s.bytes_by_class[c].f() - s.freed_by_class[c].f();
+                }
+            }
+        }
+        r.stacks = Vec::with_capacity(self.stacks.len());
+        for ((s, &stack), k) in self.stacks.iter().zip(&self.stack_ids).zip(&kept) {
+            let bytes_by_class = s.bytes_by_class.map(C::f);
+            let st = StackStats {
+                stack,
+                allocs: s.allocs.f(),
+                bytes: bytes_by_class.iter().sum(),
+                bytes_by_class,
+                frees: s.frees.f(),
+                kept: k.0,
+                kept_bytes: k.1.iter().sum(),
+                kept_by_class: k.1,
+                temporary: s.temporary.f(),
+            };
+            r.allocations += st.allocs;
+            r.bytes_allocated += st.bytes;
+            r.deallocations += st.frees;
+            r.temporary_allocations += st.temporary;
+            r.leaked_objects += st.kept;
+            r.leaked_bytes += st.kept_bytes;
+            r.stacks.push(st);
+        }
+        for b in 0..BIN_COUNT {
+            r.bins.allocs[b] = self.bin_allocs[b].f();
+            r.bins.frees[b] = self.bin_frees[b].f();
+            (r.bins.bytes[b], r.bins.freed_bytes[b]) = if b == BIN_COUNT - 1 {
+                (self.big_bytes.f(), self.big_freed.f())
+            } else {
+                (self.bin_allocs[b].f() * b as f64, self.bin_frees[b].f() * b as f64)
+            };
+        }
+        r.first_ts = self.first_ts.map(|t| clock.to_ns(t));
+        r.last_ts = self.first_ts.map(|_| clock.to_ns(self.last_ts));
+        r.peak_ts = if r.peak_bytes > 0.0 { clock.to_ns(self.peak_ts) } else { 0 };
+        r
+    }
+}
+
+/// The replay's state: exact integer counts, or weighted ones for a sampled trace.
+pub(crate) enum State {
+    Exact(Counts<u64>),
+    Sampled(Counts<f64>, u64),
+}
+
+impl State {
+    pub fn new(sample_rate: u64) -> Self {
+        if sample_rate == 0 {
+            State::Exact(Counts::new(Weights::new(0)))
+        } else {
+            State::Sampled(Counts::new(Weights::new(sample_rate)), sample_rate)
+        }
+    }
+
+    /// The sampling rate the weights come from.
+    pub fn sample_rate(&self) -> u64 {
+        match self {
+            State::Exact(_) => 0,
+            State::Sampled(_, r) => *r,
+        }
+    }
+
+    /// Whether any event was replayed.
+    pub fn replayed(&self) -> bool {
+        match self {
+            State::Exact(c) => c.first_ts.is_some(),
+            State::Sampled(c, _) => c.first_ts.is_some(),
+        }
+    }
+
+    /// The largest (timestamp, stream) replayed so far.
+    pub fn max_key(&self) -> (u64, u32) {
+        match self {
+            State::Exact(c) => c.max_key,
+            State::Sampled(c, _) => c.max_key,
+        }
     }
 
     /// Events payloads that stopped decoding part-way.
     pub fn add_malformed(&mut self, n: u64) {
-        self.r.malformed_blocks += n;
+        match self {
+            State::Exact(c) => c.malformed += n,
+            State::Sampled(c, _) => c.malformed += n,
+        }
+    }
+
+    /// Replays one event of thread `t` on its own (a run of one).
+    pub fn event_alone(&mut self, e: &Event, t: u32) {
+        fn one<C: Counter>(c: &mut Counts<C>, e: &Event, t: u32) {
+            let mut last = c.begin_run(t, e.ts);
+            c.event(e, &mut last);
+            c.end_run(t, last, 1, e.ts, e.ts);
+        }
+        match self {
+            State::Exact(c) => one(c, e, t),
+            State::Sampled(c, _) => one(c, e, t),
+        }
     }
 
     /// The counters, with timestamps mapped through `clock`.
-    pub fn finish(mut self, clock: &TimeMap) -> Replay {
-        let w = self.w;
-        let sampled = self.sampled;
-        let stacks = &mut self.r.stacks;
-        let (mut bytes, mut objects) = (0.0, 0.0);
-        self.live.for_each(|size, slot| {
-            let wt = if sampled { w.of(size) } else { 1.0 };
-            let b = size as f64 * wt;
-            let s = &mut stacks[slot as usize];
-            s.kept += wt;
-            s.kept_bytes += b;
-            s.kept_by_class[size_class(size)] += b;
-            bytes += b;
-            objects += wt;
-        });
-        self.r.leaked_bytes = bytes;
-        self.r.leaked_objects = objects;
-        self.r.first_ts = self.first_ts.map(|t| clock.to_ns(t));
-        self.r.last_ts = self.first_ts.map(|_| clock.to_ns(self.last_ts));
-        self.r.peak_ts = if self.r.peak_bytes > 0.0 { clock.to_ns(self.peak_ts) } else { 0 };
-        self.r
+    pub fn finish(self, clock: &TimeMap) -> Replay {
+        match self {
+            State::Exact(c) => c.finish(clock, 0),
+            State::Sampled(c, r) => c.finish(clock, r),
+        }
     }
 }
 
@@ -458,7 +688,7 @@ pub fn replay_sampled(events: impl Iterator<Item = Event>, sample_rate: u64) -> 
             let n = index.len() as u32;
             last = (e.tid, *index.entry(e.tid).or_insert(n));
         }
-        st.event(&e, last.1);
+        st.event_alone(&e, last.1);
     }
     st.finish(&TimeMap::default())
 }
@@ -505,6 +735,14 @@ mod tests {
         assert_eq!((s2.allocs, s2.kept, s2.kept_bytes, s2.kept_by_class), (1.0, 1.0, 30.0, [30.0, 0.0, 0.0, 0.0]));
         assert_eq!(r.bins.frees[50], 1.0);
         assert_eq!(r.bins.allocs[10], 1.0);
+    }
+
+    #[test]
+    fn classes_and_bins() {
+        for size in (0..5000).chain([u64::MAX, 1 << 40]) {
+            assert_eq!(class_of(size), size_class(size), "{size}");
+            assert_eq!(bin_of(size), if size <= BIN_MAX_EXACT { size as usize } else { BIN_COUNT - 1 });
+        }
     }
 
     #[test]

@@ -2,9 +2,11 @@
 //! ELF symbol table as fallback, separate debug files found by build id or `.gnu_debuglink`.
 
 use std::borrow::Cow;
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use addr2line::Loader;
 use heaplens_trace::ModuleRecord;
@@ -22,11 +24,30 @@ struct Module {
     base: u64,
     build_id: Vec<u8>,
     /// The opened files, or why they could not be used.
-    files: OnceCell<Result<Files, String>>,
+    files: OnceCell<Opened>,
+}
+
+/// Module files opened so far, by path and build id: several symbolizers built one after
+/// another (as module records arrive) open each file once.
+#[derive(Default)]
+pub(crate) struct FileCache(RefCell<HashMap<(String, Vec<u8>), Opened>>);
+
+/// A module's files, or why they could not be used.
+type Opened = Rc<Result<Files, String>>;
+
+impl FileCache {
+    fn get(&self, path: &str, build_id: &[u8]) -> Opened {
+        if let Some(f) = self.0.borrow().get(&(path.to_string(), build_id.to_vec())) {
+            return f.clone();
+        }
+        let f = Rc::new(open_files(path, build_id));
+        self.0.borrow_mut().insert((path.to_string(), build_id.to_vec()), f.clone());
+        f
+    }
 }
 
 /// The module's own file and, when the DWARF lives elsewhere, its separate debug file.
-struct Files {
+pub(crate) struct Files {
     primary: Loader,
     debug: Option<Loader>,
 }
@@ -38,12 +59,18 @@ pub struct ElfSymbolizer {
     modules: Vec<Module>,
     /// `(start, end, module index)` of every segment, sorted by start.
     ranges: Vec<(u64, u64, usize)>,
+    cache: Rc<FileCache>,
 }
 
 impl ElfSymbolizer {
     /// Builds the address map from module records. Later loads win over earlier ones when
     /// ranges overlap (an address range reused after a `dlclose`).
     pub fn new(records: &[ModuleRecord]) -> Self {
+        Self::with_cache(records, Rc::default())
+    }
+
+    /// As [`ElfSymbolizer::new`], taking opened files from `cache`.
+    pub(crate) fn with_cache(records: &[ModuleRecord], cache: Rc<FileCache>) -> Self {
         let mut modules = Vec::new();
         let mut ranges = Vec::new();
         for r in records.iter().filter(|r| r.loaded) {
@@ -67,14 +94,36 @@ impl ElfSymbolizer {
         }
         // Stable sort: for equal starts the later module stays later, and lookup prefers it.
         ranges.sort_by_key(|r| r.0);
-        Self { modules, ranges }
+        Self { modules, ranges, cache }
     }
 
-    fn module_of(&self, addr: u64) -> Option<&Module> {
+    fn module_index(&self, addr: u64) -> Option<usize> {
         let n = self.ranges.partition_point(|r| r.0 <= addr);
         // Scan back over ranges starting at or below addr; the nearest containing one wins.
         // Segments rarely overlap, so this loop ends after a step or two.
-        self.ranges[..n].iter().rev().take(64).find(|r| addr < r.1).map(|r| &self.modules[r.2])
+        self.ranges[..n].iter().rev().take(64).find(|r| addr < r.1).map(|r| r.2)
+    }
+
+    fn module_of(&self, addr: u64) -> Option<&Module> {
+        self.module_index(addr).map(|i| &self.modules[i])
+    }
+
+    /// The index (in load order) of the module holding return address `ret_addr`.
+    pub(crate) fn module_of_return(&self, ret_addr: u64) -> Option<usize> {
+        self.module_index(ret_addr.wrapping_sub(1))
+    }
+
+    /// Opens the files of the module holding `ret_addr` now, so that symbolizing it later is
+    /// quick.
+    pub(crate) fn warm(&self, ret_addr: u64) {
+        if let Some(m) = self.module_of(ret_addr.wrapping_sub(1)) {
+            m.files(&self.cache);
+        }
+    }
+
+    /// The problem of each module that was used and could not be opened, by module index.
+    pub(crate) fn module_warnings(&self) -> Vec<Option<String>> {
+        self.modules.iter().map(|m| m.files.get().and_then(|f| f.as_ref().as_ref().err().cloned())).collect()
     }
 }
 
@@ -84,11 +133,11 @@ impl Module {
         !(self.path.is_empty() || self.path.starts_with("linux-vdso") || self.path.starts_with('['))
     }
 
-    fn files(&self) -> Option<&Files> {
+    fn files(&self, cache: &FileCache) -> Option<&Files> {
         if !self.has_file() {
             return None;
         }
-        self.files.get_or_init(|| open_files(&self.path, &self.build_id)).as_ref().ok()
+        self.files.get_or_init(|| cache.get(&self.path, &self.build_id)).as_ref().as_ref().ok()
     }
 }
 
@@ -156,7 +205,7 @@ impl Files {
 
 impl Symbolizer for ElfSymbolizer {
     fn warnings(&self) -> Vec<String> {
-        self.modules.iter().filter_map(|m| m.files.get().and_then(|f| f.as_ref().err().cloned())).collect()
+        self.module_warnings().into_iter().flatten().collect()
     }
 
     fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
@@ -166,7 +215,7 @@ impl Symbolizer for ElfSymbolizer {
         };
         let offset = ret_addr.wrapping_sub(m.base);
         let unknown = Frame { module: Some(m.basename.clone()), module_offset: offset, ..Frame::default() };
-        let Some(files) = m.files() else {
+        let Some(files) = m.files(&self.cache) else {
             out.push(unknown);
             return;
         };

@@ -1,6 +1,7 @@
 //! Symbolization: from a return address in the profiled process to the function frames it
 //! stands for (several when calls were inlined).
 
+pub(crate) mod cached;
 mod elf;
 
 use std::collections::HashMap;

@@ -1,34 +1,34 @@
 //! mprof's allocation bin table: allocations by exact requested size up to 1024 bytes, one bin
 //! above.
 
-use super::pct;
+use super::{count, pct};
 use crate::model::{BinRow, BinTable, BinTotal};
 use crate::replay::{Bins, BIN_COUNT};
 
 /// Builds the table: every size that was allocated, in increasing order, then the `> 1024` bin
 /// (always present, as in mprof).
 pub fn bins(b: &Bins) -> BinTable {
-    let total_bytes: u64 = b.bytes.iter().sum();
-    let kept = |i: usize| b.bytes[i] - b.freed_bytes[i];
-    let total_kept: u64 = (0..BIN_COUNT).map(kept).sum();
+    let kept = |i: usize| (b.bytes[i] - b.freed_bytes[i]).max(0.0);
+    let total_bytes = count(b.bytes.iter().sum());
+    let total_kept = count((0..BIN_COUNT).map(kept).sum());
     let row = |i: usize, size: Option<u64>| BinRow {
         size,
-        allocs: b.allocs[i],
-        bytes: b.bytes[i],
-        bytes_percent: pct(b.bytes[i], total_bytes),
-        frees: b.frees[i],
-        kept_bytes: kept(i),
-        kept_percent: pct(kept(i), total_kept),
+        allocs: count(b.allocs[i]),
+        bytes: count(b.bytes[i]),
+        bytes_percent: pct(count(b.bytes[i]), total_bytes),
+        frees: count(b.frees[i]),
+        kept_bytes: count(kept(i)),
+        kept_percent: pct(count(kept(i)), total_kept),
     };
     let mut rows: Vec<BinRow> =
-        (0..BIN_COUNT - 1).filter(|&i| b.allocs[i] > 0 || b.frees[i] > 0).map(|i| row(i, Some(i as u64))).collect();
+        (0..BIN_COUNT - 1).filter(|&i| b.allocs[i] > 0.0 || b.frees[i] > 0.0).map(|i| row(i, Some(i as u64))).collect();
     rows.push(row(BIN_COUNT - 1, None));
     BinTable {
         rows,
         total: BinTotal {
-            allocs: b.allocs.iter().sum(),
+            allocs: count(b.allocs.iter().sum()),
             bytes: total_bytes,
-            frees: b.frees.iter().sum(),
+            frees: count(b.frees.iter().sum()),
             kept_bytes: total_kept,
         },
     }

@@ -9,23 +9,23 @@ use std::collections::{HashMap, HashSet};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use super::{pct, Inputs};
+use super::{count, pct, Inputs};
 use crate::model::{ByClass, CallGraphEdge, CallGraphEntry};
 use crate::paths::FunctionId;
 
 #[derive(Default, Clone, Copy)]
 struct NodeAcc {
-    self_by_class: [u64; 4],
-    inclusive: u64,
-    calls: u64,
-    recursive: u64,
+    self_by_class: [f64; 4],
+    inclusive: f64,
+    calls: f64,
+    recursive: f64,
 }
 
 #[derive(Default, Clone, Copy)]
 struct EdgeAcc {
-    by_class: [u64; 4],
-    self_bytes: u64,
-    calls: u64,
+    by_class: [f64; 4],
+    self_bytes: f64,
+    calls: f64,
 }
 
 /// Builds the call graph. Entries are sorted by inclusive bytes (descending), then name; an
@@ -36,7 +36,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
     let seqs: Vec<(usize, Vec<FunctionId>)> = stacks
         .iter()
         .enumerate()
-        .filter(|(i, s)| s.allocs > 0 && !inp.paths.get(*i).is_empty())
+        .filter(|(i, s)| s.allocs > 0.0 && !inp.paths.get(*i).is_empty())
         .map(|(i, _)| (i, inp.paths.get(i).iter().rev().map(|&s| inp.frames.function_of(s)).collect()))
         .collect();
 
@@ -81,7 +81,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
             let a = &mut nodes[c];
             a.inclusive += s.bytes;
             a.calls += s.allocs;
-            a.recursive += s.allocs * (n - 1);
+            a.recursive += s.allocs * (n - 1) as f64;
         }
         let inner = runs.last().expect("non-empty path").0;
         for (k, v) in nodes[inner].self_by_class.iter_mut().zip(s.bytes_by_class) {
@@ -110,7 +110,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
     // returns components in reverse topological order, so a higher component index is nearer
     // the root.
     order.sort_by(|&a, &b| {
-        nodes[b].inclusive.cmp(&nodes[a].inclusive).then(b.cmp(&a)).then_with(|| members[a].cmp(&members[b]))
+        nodes[b].inclusive.total_cmp(&nodes[a].inclusive).then(b.cmp(&a)).then_with(|| members[a].cmp(&members[b]))
     });
     let mut index_of = vec![0usize; sccs.len()];
     let mut names = vec![String::new(); sccs.len()];
@@ -128,20 +128,20 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
     let mut callers: Vec<Vec<CallGraphEdge>> = vec![Vec::new(); sccs.len()];
     let mut callees: Vec<Vec<CallGraphEdge>> = vec![Vec::new(); sccs.len()];
     for (&(a, b), e) in &cedges {
-        let edge = |other: usize, total_calls: u64| CallGraphEdge {
+        let edge = |other: usize, total_calls: f64| CallGraphEdge {
             name: names[other].clone(),
             index: index_of[other],
-            bytes: e.by_class.iter().sum(),
-            self_bytes: e.self_bytes,
-            bytes_by_class: ByClass::from_array(e.by_class),
-            calls: e.calls,
-            total_calls,
+            bytes: count(e.by_class.iter().sum()),
+            self_bytes: count(e.self_bytes),
+            bytes_by_class: ByClass::from_array(e.by_class.map(count)),
+            calls: count(e.calls),
+            total_calls: count(total_calls),
         };
         callers[b].push(edge(a, nodes[b].calls));
         callees[a].push(edge(b, nodes[b].calls));
     }
     let by_bytes = |x: &CallGraphEdge, y: &CallGraphEdge| y.bytes.cmp(&x.bytes).then(x.index.cmp(&y.index));
-    let total = inp.replay.bytes_allocated;
+    let total = count(inp.replay.bytes_allocated);
     order
         .iter()
         .map(|&c| {
@@ -158,12 +158,12 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
                 module,
                 members: std::mem::take(&mut members[c]),
                 is_cycle: is_cycle[c],
-                self_bytes: n.self_by_class.iter().sum(),
-                self_by_class: ByClass::from_array(n.self_by_class),
-                inclusive_bytes: n.inclusive,
-                inclusive_percent: pct(n.inclusive, total),
-                calls: n.calls,
-                recursive_calls: n.recursive,
+                self_bytes: count(n.self_by_class.iter().sum()),
+                self_by_class: ByClass::from_array(n.self_by_class.map(count)),
+                inclusive_bytes: count(n.inclusive),
+                inclusive_percent: pct(count(n.inclusive), total),
+                calls: count(n.calls),
+                recursive_calls: count(n.recursive),
                 callers: up,
                 callees: down,
             }

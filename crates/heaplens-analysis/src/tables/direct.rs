@@ -3,31 +3,33 @@
 
 use std::collections::HashMap;
 
-use super::{pct, Inputs};
+use super::{count, pct, Inputs};
 use crate::model::{ByClass, DirectRow, DirectTable};
 
 #[derive(Default, Clone, Copy)]
 struct Acc {
-    bytes: [u64; 4],
-    kept: [u64; 4],
-    calls: u64,
+    bytes: [f64; 4],
+    kept: [f64; 4],
+    calls: f64,
 }
 
 impl Acc {
     fn row(&self, function: String, module: Option<String>, all_bytes: u64, all_kept: u64) -> DirectRow {
-        let bytes = self.bytes.iter().sum();
-        let kept_bytes = self.kept.iter().sum();
+        let by_class = self.bytes.map(count);
+        let kept_by_class = self.kept.map(count);
+        let bytes = count(self.bytes.iter().sum());
+        let kept_bytes = count(self.kept.iter().sum());
         DirectRow {
             function,
             module,
             bytes,
             percent: pct(bytes, all_bytes),
-            bytes_by_class: ByClass::from_array(self.bytes),
-            percent_by_class: ByClass::from_array(self.bytes.map(|b| pct(b, all_bytes))),
+            bytes_by_class: ByClass::from_array(by_class),
+            percent_by_class: ByClass::from_array(by_class.map(|b| pct(b, all_bytes))),
             kept_bytes,
-            kept_by_class: ByClass::from_array(self.kept),
-            kept_percent_by_class: ByClass::from_array(self.kept.map(|b| pct(b, all_kept))),
-            calls: self.calls,
+            kept_by_class: ByClass::from_array(kept_by_class),
+            kept_percent_by_class: ByClass::from_array(kept_by_class.map(|b| pct(b, all_kept))),
+            calls: count(self.calls),
         }
     }
 }
@@ -38,7 +40,7 @@ pub fn direct(inp: Inputs<'_>) -> DirectTable {
     let mut by_fn: HashMap<Option<u32>, Acc> = HashMap::new();
     let mut total = Acc::default();
     for (i, s) in inp.replay.stacks.iter().enumerate() {
-        if s.allocs == 0 {
+        if s.allocs == 0.0 {
             continue;
         }
         let f = inp.paths.get(i).first().map(|&site| inp.frames.function_of(site));
@@ -51,8 +53,8 @@ pub fn direct(inp: Inputs<'_>) -> DirectTable {
             acc.calls += s.allocs;
         }
     }
-    let all_bytes: u64 = total.bytes.iter().sum();
-    let all_kept: u64 = total.kept.iter().sum();
+    let all_bytes = count(total.bytes.iter().sum());
+    let all_kept = count(total.kept.iter().sum());
     let mut rows: Vec<DirectRow> = by_fn
         .into_iter()
         .map(|(f, a)| match f {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{pct, Inputs};
+use super::{count, pct, Inputs};
 use crate::model::LeakRow;
 
 /// Groups live-at-exit blocks by the innermost `depth` frames of their path (functions, or
@@ -11,10 +11,10 @@ use crate::model::LeakRow;
 pub fn leaks(inp: Inputs<'_>, depth: usize, call_sites: bool) -> Vec<LeakRow> {
     let depth = depth.max(1);
     // Key: frame ids innermost first (site ids, or function ids). Value: (blocks, bytes, cut).
-    let mut groups: HashMap<Vec<u32>, (u64, u64, bool)> = HashMap::new();
+    let mut groups: HashMap<Vec<u32>, (f64, f64, bool)> = HashMap::new();
     let mut key = Vec::with_capacity(depth);
     for (i, s) in inp.replay.stacks.iter().enumerate() {
-        if s.kept == 0 {
+        if s.kept == 0.0 {
             continue;
         }
         let path = inp.paths.get(i);
@@ -25,10 +25,11 @@ pub fn leaks(inp: Inputs<'_>, depth: usize, call_sites: bool) -> Vec<LeakRow> {
         g.1 += s.kept_bytes;
         g.2 |= path.len() > depth;
     }
-    let total = inp.replay.leaked_bytes;
+    let total = count(inp.replay.leaked_bytes);
     let mut rows: Vec<LeakRow> = groups
         .into_iter()
-        .map(|(k, (allocs, bytes, cut))| LeakRow {
+        .map(|(k, (allocs, bytes, cut))| (k, count(allocs), count(bytes), cut))
+        .map(|(k, allocs, bytes, cut)| LeakRow {
             path: k
                 .iter()
                 .rev()

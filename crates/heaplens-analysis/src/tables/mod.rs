@@ -22,6 +22,12 @@ pub struct Inputs<'a> {
     pub paths: &'a Paths,
 }
 
+/// A weighted count as the report shows it: rounded to the nearest integer (counters are sums
+/// of weights, see [`crate::replay`]; for traces that recorded everything they are exact).
+pub fn count(x: f64) -> u64 {
+    x.round() as u64
+}
+
 /// `part` as a percentage of `total` (0 when `total` is 0).
 pub fn pct(part: u64, total: u64) -> f64 {
     if total == 0 {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use heaplens_trace::Op;
 
+use super::count;
 use crate::load::Trace;
 use crate::model::{ProcessInfo, Summary, TraceInfo};
 use crate::replay::Replay;
@@ -15,10 +16,11 @@ pub fn trace_info(t: &Trace, r: &Replay, incomplete_stacks: u64) -> TraceInfo {
         truncated: t.health.truncated_at.is_some(),
         truncated_at: t.health.truncated_at,
         corrupt_blocks: t.health.corrupt_blocks,
-        malformed_blocks: t.health.malformed_blocks,
+        malformed_blocks: t.health.malformed_blocks + r.malformed_blocks,
         complete: t.health.end_seen,
         dropped_events: t.end.map(|e| e.dropped),
         events: r.events,
+        sample_rate: r.sample_rate,
         incomplete_stacks,
         symbol_warnings: Vec::new(),
     }
@@ -55,30 +57,31 @@ pub fn end_ns(t: &Trace, r: &Replay) -> u64 {
 
 /// Totals.
 pub fn summary(t: &Trace, r: &Replay) -> Summary {
-    let by_label = |counts: &[u64]| -> BTreeMap<String, u64> {
+    let by_label = |counts: &[f64]| -> BTreeMap<String, u64> {
         Op::ALL
             .iter()
-            .filter(|&&op| counts.get(op as usize).copied().unwrap_or(0) > 0)
-            .map(|&op| (op.label().to_string(), counts[op as usize]))
+            .filter(|&&op| counts.get(op as usize).copied().unwrap_or(0.0) > 0.0)
+            .map(|&op| (op.label().to_string(), count(counts[op as usize])))
             .collect()
     };
     let start = start_ns(t, r);
     Summary {
         calls_by_kind: by_label(&r.calls_by_op),
         frees_by_kind: by_label(&r.frees_by_op),
-        allocations: r.allocations,
-        deallocations: r.deallocations,
-        unmatched_frees: r.unmatched_frees,
-        null_frees: r.null_frees,
-        overwritten_allocations: r.overwritten,
-        failed_allocations: r.failed_allocations,
-        bytes_allocated: r.bytes_allocated,
-        peak_bytes: r.peak_bytes,
-        peak_objects: r.peak_objects,
-        peak_time_ns: if r.peak_bytes > 0 { r.peak_ts.saturating_sub(start) } else { 0 },
-        leaked_bytes: r.leaked_bytes,
-        leaked_objects: r.leaked_objects,
-        temporary_allocations: r.temporary_allocations,
+        sample_rate: r.sample_rate,
+        allocations: count(r.allocations),
+        deallocations: count(r.deallocations),
+        unmatched_frees: count(r.unmatched_frees),
+        null_frees: count(r.null_frees),
+        overwritten_allocations: count(r.overwritten),
+        failed_allocations: count(r.failed_allocations),
+        bytes_allocated: count(r.bytes_allocated),
+        peak_bytes: count(r.peak_bytes),
+        peak_objects: count(r.peak_objects),
+        peak_time_ns: if r.peak_bytes > 0.0 { r.peak_ts.saturating_sub(start) } else { 0 },
+        leaked_bytes: count(r.leaked_bytes),
+        leaked_objects: count(r.leaked_objects),
+        temporary_allocations: count(r.temporary_allocations),
         runtime_ns: end_ns(t, r).saturating_sub(start),
         threads: r.threads,
     }

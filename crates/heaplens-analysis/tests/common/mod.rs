@@ -28,6 +28,11 @@ pub struct TraceBuilder {
 
 impl TraceBuilder {
     pub fn new(start_mono_ns: u64) -> Self {
+        Self::sampled(start_mono_ns, 0)
+    }
+
+    /// A trace whose Process record says allocations were sampled at `sample_rate` bytes.
+    pub fn sampled(start_mono_ns: u64, sample_rate: u64) -> Self {
         let mut w = BlockWriter::new(Vec::new()).unwrap();
         let p = ProcessRecord {
             pid: 4242,
@@ -38,7 +43,7 @@ impl TraceBuilder {
             argv: vec!["widgets".into(), "--fast".into()],
             max_frames: 1024,
             time_source: Default::default(),
-            sample_rate: 0,
+            sample_rate,
         };
         w.write_block(BlockKind::Process, &p.encode()).unwrap();
         Self { w }
