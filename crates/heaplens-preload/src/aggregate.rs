@@ -23,9 +23,11 @@ static UNMATCHED: AtomicU64 = AtomicU64::new(0);
 static SNAPSHOT_WANTED: AtomicBool = AtomicBool::new(false);
 
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<rustc_hash::FxHasher>>;
+/// One shard of the live-block map: address → (stack id, requested size in bytes).
+type LiveShard = FxMap<u64, (u32, u64)>;
 const SHARDS: usize = 64;
 /// Live blocks: address → (stack, requested size). Sharded by address so threads rarely meet.
-static LIVE: [Mutex<Option<FxMap<u64, (u32, u64)>>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
+static LIVE: [Mutex<Option<LiveShard>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
 /// Counters of threads that have exited.
 static RETIRED: Mutex<Option<Counters>> = Mutex::new(None);
 

@@ -123,7 +123,11 @@ fn start() {
     if std::env::var_os("HEAPLENS_AGGREGATE").is_some_and(|v| v == "1") {
         aggregate::enable();
     }
-    sampling::set_rate(std::env::var("HEAPLENS_SAMPLE_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
+    // Aggregated counters promise exact peak and leaks, which a sample cannot give: aggregate
+    // mode records every call and the sample rate is dropped (the CLI refuses the pair).
+    if !aggregate::enabled() {
+        sampling::set_rate(std::env::var("HEAPLENS_SAMPLE_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
+    }
     let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind, stats });
     if !follow_children {
         forget_preload();

@@ -49,8 +49,9 @@ pub struct RunArgs {
     /// Long runs: keep per-stack and per-size counters in the process instead of recording
     /// every call, so the trace grows with the number of call stacks, not of allocations (leaks
     /// and peak stay exact; lifetimes and the timeline are not recorded). The program writes
-    /// a snapshot of the counters when it receives SIGUSR2, and at exit.
-    #[arg(long)]
+    /// a snapshot of the counters when it receives SIGUSR2, and at exit. Counts every call,
+    /// so it cannot be combined with --sample-rate.
+    #[arg(long, conflicts_with = "sample_rate")]
     pub aggregate: bool,
     /// Print nothing but the program's own output.
     #[arg(short, long)]

@@ -31,6 +31,16 @@ fn unwritable_output_path() {
 }
 
 #[test]
+fn aggregate_refuses_sampling() {
+    // Aggregated counters promise exact peak and leaks; a sample cannot keep that promise.
+    let dir = WorkDir::new("aggregate-sampled");
+    let out = heaplens(&dir, &["run", "--aggregate", "--sample-rate", "4KiB", "--", "true"]);
+    assert!(!out.status.success(), "--aggregate --sample-rate was accepted\n{}", out.show());
+    assert_no_panic(&out, "heaplens run --aggregate --sample-rate 4KiB");
+    assert!(out.stderr.contains("--aggregate") && out.stderr.contains("--sample-rate"), "{}", out.show());
+}
+
+#[test]
 fn not_a_trace() {
     let dir = WorkDir::new("not-a-trace");
     let f = dir.join("notes.txt");

@@ -13,7 +13,7 @@ fn leak_paths_of_size(v: &Value, size: u64) -> Vec<(Vec<String>, u64)> {
     // select rows by the bytes they hold.
     arr(v, "leaks")
         .iter()
-        .filter(|r| u(r, "bytes") % size == 0 && u(r, "bytes") / size == u(r, "allocs"))
+        .filter(|r| u(r, "bytes").is_multiple_of(size) && u(r, "bytes") / size == u(r, "allocs"))
         .map(|r| (leak_path(r), u(r, "allocs")))
         .collect()
 }
