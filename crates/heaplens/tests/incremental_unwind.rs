@@ -82,3 +82,39 @@ fn python_same_stacks() {
     let env = [("PYTHONMALLOC", "malloc"), ("PYTHONHASHSEED", "0")];
     assert_same_stacks("python", &env, std::path::Path::new("/usr/bin/python3"), &[path.to_str().unwrap()]);
 }
+
+/// The depth of every recorded stack of deep.c, allocation by allocation, is the recursion
+/// depth its random number generator chose plus a constant number of outer frames. The
+/// walker's archive of deep stacks (matched when recursion comes back down) must never give a
+/// stack one frame too many or too few.
+#[test]
+fn deep_recursion_every_stack_has_its_exact_depth() {
+    let dir = WorkDir::new("deep-depths");
+    let exe = compile_c(&dir, "deep.c", &[]);
+    const N: usize = 20_000;
+    // deep.c's generator and depth choice, step for step.
+    let mut rng: u64 = 1;
+    let want: Vec<i64> = (0..N)
+        .map(|_| {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            100 + i64::from((rng >> 56) as i32 % 200)
+        })
+        .collect();
+    let mut outer_frames = Vec::new();
+    for full in ["0", "1"] {
+        let trace = dir.join(format!("deep-{full}.hltrace"));
+        run_traced_env(&dir, &trace, &[("HEAPLENS_FULL_UNWIND", full)], &exe, &[N.to_string()]).ok("heaplens run");
+        let t = heaplens_analysis::Trace::load(&trace, false).expect("trace loads");
+        // The leaf's allocations are 16..80 bytes; printf's buffer is the only other one.
+        let depths: Vec<i64> = t
+            .events()
+            .filter(|e| e.stack != 0 && (16..80).contains(&e.size))
+            .map(|e| t.stacks.walk(e.stack).count() as i64)
+            .collect();
+        assert_eq!(depths.len(), N, "full={full}: one leaf allocation per iteration");
+        let extra: std::collections::BTreeSet<i64> = depths.iter().zip(&want).map(|(d, w)| d - w).collect();
+        assert_eq!(extra.len(), 1, "full={full}: stack depth minus recursion depth varies: {extra:?}");
+        outer_frames.push(*extra.first().unwrap());
+    }
+    assert_eq!(outer_frames[0], outer_frames[1], "incremental and full unwinding disagree on the outer frames");
+}
