@@ -64,7 +64,11 @@ impl Default for Trie {
     }
 }
 
-const CACHE_SLOTS: usize = 16384;
+/// Slots a cache starts with (256 KiB) and may grow to (2 MiB), as powers of two.
+const MIN_BITS: u32 = 14;
+const MAX_BITS: u32 = 17;
+/// Slots per set: one 64-byte cache line, so a lookup touches one line.
+const WAYS: usize = 4;
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
@@ -73,37 +77,84 @@ struct Slot {
     child: u32,
 }
 
-/// A thread's direct-mapped cache of trie edges, (parent, return address) → child, so that
-/// interning the few frames a capture had to unwind takes no lock once they have been seen.
+/// A thread's cache of trie edges, (parent, return address) → child, so that interning the
+/// few frames a capture had to unwind takes no lock once they have been seen. Four-way set
+/// associative, a set per cache line; it doubles (up to 2^17 slots) while it keeps missing
+/// more than one lookup in 32: a compiler's tens of thousands of call paths thrash a small
+/// cache, a loop's few do not.
 pub struct NodeCache {
-    slots: Box<[Slot]>,
+    sets: Box<[[Slot; WAYS]]>,
+    bits: u32,
+    lookups: u64,
+    misses: u64,
 }
 
 impl NodeCache {
     /// An empty cache (256 KiB).
     pub fn new() -> Self {
-        Self { slots: vec![Slot::default(); CACHE_SLOTS].into_boxed_slice() }
+        Self { sets: Self::empty(MIN_BITS), bits: MIN_BITS, lookups: 0, misses: 0 }
+    }
+
+    fn empty(bits: u32) -> Box<[[Slot; WAYS]]> {
+        vec![[Slot::default(); WAYS]; (1 << bits) / WAYS].into_boxed_slice()
     }
 
     /// Forgets every entry (after fork, when the trie starts over).
     pub fn clear(&mut self) {
-        self.slots.fill(Slot::default());
+        self.sets.fill([Slot::default(); WAYS]);
+    }
+
+    #[inline(always)]
+    fn set(&self, parent: u32, addr: u64) -> usize {
+        let h = (addr ^ u64::from(parent).wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        (h >> (64 - self.bits + WAYS.trailing_zeros())) as usize
+    }
+
+    /// Puts an edge first in its set, pushing out the set's oldest.
+    #[inline(always)]
+    fn insert(&mut self, s: Slot) {
+        let i = self.set(s.parent, s.addr);
+        let set = &mut self.sets[i];
+        set.copy_within(0..WAYS - 1, 1);
+        set[0] = s;
     }
 
     /// The child of `parent` for caller frame `addr`, from the cache or else from the trie.
     #[inline]
     pub fn child(&mut self, parent: u32, addr: u64) -> u32 {
-        let h = (addr ^ u64::from(parent).wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
-        let slot = &mut self.slots[(h >> 50) as usize & (CACHE_SLOTS - 1)];
-        if slot.child != 0 && slot.addr == addr && slot.parent == parent {
-            return slot.child;
+        self.lookups += 1;
+        let set = &self.sets[self.set(parent, addr)];
+        if let Some(s) = set.iter().find(|s| s.addr == addr && s.parent == parent && s.child != 0) {
+            return s.child;
         }
         let child = match TRIE.lock() {
             Ok(mut t) => t.get_or_insert_with(Trie::new).child(parent, addr),
             Err(_) => return 0,
         };
-        *slot = Slot { addr, parent, child };
+        self.insert(Slot { addr, parent, child });
+        self.misses += 1;
+        if self.misses >= (1u64 << self.bits) {
+            self.maybe_grow();
+        }
         child
+    }
+
+    /// Doubles the cache when the last `2^bits` misses came faster than one lookup in 32.
+    #[cold]
+    fn maybe_grow(&mut self) {
+        let thrashing = self.misses * 32 > self.lookups;
+        (self.misses, self.lookups) = (0, 0);
+        if !thrashing || self.bits >= MAX_BITS {
+            return;
+        }
+        self.bits += 1;
+        let old = std::mem::replace(&mut self.sets, Self::empty(self.bits));
+        // Oldest first, so each set keeps its most recent edges in front.
+        for set in old.iter() {
+            for s in set.iter().rev().filter(|s| s.child != 0) {
+                self.insert(*s);
+            }
+        }
     }
 }
 
