@@ -8,6 +8,7 @@ use heaplens_trace::Op;
 
 use crate::real::call;
 use crate::record::{self, Caller};
+use crate::sampling;
 use crate::tls::Guard;
 
 type P = *mut c_void;
@@ -53,6 +54,12 @@ macro_rules! alloc_hook {
         mod $name {
             use super::*;
             pub unsafe extern $abi fn imp($($p: $pt,)* _p3: usize, cfa: u64, bp: u64) -> P {
+                if sampling::skip($size) {
+                    // The C++ operators allocate through hooked functions: keep those calls
+                    // out of the count.
+                    let _g = if $abi == "C-unwind" { enter() } else { None };
+                    return call::$real($($a),*);
+                }
                 let Some(_g) = enter() else { return call::$real($($a),*) };
                 let p = call::$real($($a),*);
                 record::alloc(Caller { cfa, bp }, $op, p, $size);
@@ -78,6 +85,15 @@ macro_rules! throwing_new_hook {
             #[allow(unused_variables)]
             pub unsafe extern "C-unwind" fn imp($n: usize, p1: usize, p2: usize, p3: usize, cfa: u64, bp: u64) -> P {
                 $(let $a: $t = p1;)*
+                if sampling::skip($n) {
+                    let g = enter();
+                    let p = call::$nothrow($n $(, $a)*, std::ptr::addr_of!(NOTHROW) as P);
+                    drop(g);
+                    if !p.is_null() {
+                        return p;
+                    }
+                    return call::$real($n $(, $a)*);
+                }
                 {
                     let Some(_g) = enter() else { return call::$real($n $(, $a)*) };
                     let p = call::$nothrow($n $(, $a)*, std::ptr::addr_of!(NOTHROW) as P);
@@ -103,6 +119,9 @@ macro_rules! dealloc_hook {
             if $p.is_null() {
                 return call::$real($p $(, $a)*);
             }
+            if sampling::skip_free($p as u64) {
+                return call::$real($p $(, $a)*);
+            }
             let Some(_g) = enter() else { return call::$real($p $(, $a)*) };
             record::dealloc($op, $p);
             call::free($p)
@@ -126,6 +145,13 @@ macro_rules! new_hook {
             #[allow(unused_variables)]
             pub unsafe extern "C-unwind" fn imp($n: usize, p1: usize, p2: usize, p3: usize, cfa: u64, bp: u64) -> P {
                 $(let $t = p1 as P;)?
+                if sampling::skip($n) {
+                    let p = call::malloc($n.max(1));
+                    if !p.is_null() {
+                        return p;
+                    }
+                    return call::$real($n $(, $t)?);
+                }
                 {
                     let Some(_g) = enter() else { return call::$real($n $(, $t)?) };
                     let p = call::malloc($n.max(1));
@@ -161,6 +187,9 @@ mod calloc {
     use super::*;
     /// `calloc`: the recorded size is `n * m` (0 when that overflows, and then the call fails).
     pub unsafe extern "C" fn imp(n: usize, m: usize, _p2: usize, _p3: usize, cfa: u64, bp: u64) -> P {
+        if sampling::skip(n.checked_mul(m).unwrap_or(0)) {
+            return call::calloc(n, m);
+        }
         let Some(_g) = enter() else { return call::calloc(n, m) };
         let p = call::calloc(n, m);
         record::alloc(Caller { cfa, bp }, Op::Calloc, p, n.checked_mul(m).unwrap_or(0));
@@ -173,6 +202,9 @@ mod posix_memalign {
     use super::*;
     /// `posix_memalign`: recorded only when it succeeds (it reports failure by return value).
     pub unsafe extern "C" fn imp(out: *mut P, a: usize, n: usize, _p3: usize, cfa: u64, bp: u64) -> i32 {
+        if sampling::skip(n) {
+            return call::posix_memalign(out, a, n);
+        }
         let Some(_g) = enter() else { return call::posix_memalign(out, a, n) };
         let r = call::posix_memalign(out, a, n);
         record::alloc(Caller { cfa, bp }, Op::PosixMemalign, if r == 0 { *out } else { std::ptr::null_mut() }, n);

@@ -90,15 +90,18 @@ fn guarded(f: impl FnOnce()) {
 }
 
 /// Records an allocation through `op` that returned `p` (null when it failed) for `size` bytes.
+/// While sampling, only calls that `sampling::skip` let through come here.
 ///
 /// # Safety
 /// `p` is null or a block the allocator just returned.
 #[inline(always)]
 pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
+    // While sampling, the hook let this call through `sampling::skip`: it is a sample.
     if sampling::enabled() {
-        if p.is_null() || !sampling::take(tls::slot(), size) {
+        if p.is_null() {
             return;
         }
+        sampling::rearm(tls::slot());
         sampling::insert(p as u64);
     }
     guarded(|| {
@@ -172,12 +175,10 @@ pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, 
 }
 
 /// Records the release of `p` (before the real deallocation runs, so the event precedes any
-/// reuse of the address).
+/// reuse of the address). While sampling, only releases of recorded blocks (that
+/// `sampling::skip_free` let through) come here.
 #[inline(always)]
 pub fn dealloc(op: Op, p: *mut c_void) {
-    if sampling::enabled() && !sampling::remove(p as u64) {
-        return;
-    }
     guarded(|| {
         let Some(t) = thread::current() else { return };
         if aggregate::enabled() {

@@ -41,19 +41,46 @@ pub fn enabled() -> bool {
     RATE.load(Ordering::Relaxed) != 0
 }
 
-/// Whether an allocation of `size` bytes on this thread is to be recorded. Counts the bytes
-/// down in the thread's slot; draws the next distance when it crosses zero.
+/// The hooks' fast path while sampling, taken before entering the monitor: counts `size`
+/// bytes down in this thread's slot and tells whether the allocation goes unrecorded (nearly
+/// always). False when sampling is off. When it returns false the allocation is recorded and
+/// [`rearm`] draws the next distance.
+#[inline(always)]
+pub fn skip(size: usize) -> bool {
+    if !enabled() {
+        return false;
+    }
+    let slot = crate::tls::slot();
+    slot.sample_left = slot.sample_left.wrapping_sub(size as i64);
+    slot.sample_left > 0
+}
+
+/// Draws the distance to the next sample after the count crossed zero.
+#[cold]
+pub fn rearm(slot: &mut Tls) {
+    let rate = RATE.load(Ordering::Relaxed) as f64;
+    while slot.sample_left <= 0 {
+        slot.sample_left += next_distance(&mut slot.rng, rate);
+    }
+}
+
+/// Whether an allocation of `size` bytes on this thread is to be recorded ([`skip`] and
+/// [`rearm`] in one, for reallocations).
 #[inline(always)]
 pub fn take(slot: &mut Tls, size: usize) -> bool {
     slot.sample_left -= size as i64;
     if slot.sample_left > 0 {
         return false;
     }
-    let rate = RATE.load(Ordering::Relaxed) as f64;
-    while slot.sample_left <= 0 {
-        slot.sample_left += next_distance(&mut slot.rng, rate);
-    }
+    rearm(slot);
     true
+}
+
+/// The deallocation hooks' fast path while sampling: true when `addr` is not a recorded block
+/// (its release goes unrecorded); a recorded one is forgotten here. False when sampling is off.
+#[inline(always)]
+pub fn skip_free(addr: u64) -> bool {
+    enabled() && !remove(addr)
 }
 
 /// An exponentially distributed distance with mean `rate` bytes (at least 1).
