@@ -120,7 +120,7 @@ macro_rules! dealloc_hook {
                 return call::$real($p $(, $a)*);
             }
             if sampling::skip_free($p as u64) {
-                return call::$real($p $(, $a)*);
+                return call::free($p);
             }
             let Some(_g) = enter() else { return call::$real($p $(, $a)*) };
             record::dealloc($op, $p);
