@@ -23,29 +23,16 @@ pub(crate) fn var(d: &[u8], pos: &mut usize) -> Option<u64> {
         }
     }
     let b = *d.get(*pos)?;
-    *pos += 1;
     if b < 0x80 {
+        *pos += 1;
         return Some(u64::from(b));
     }
-    var_slow(d, pos, u64::from(b & 0x7f))
+    var_slow(d, pos)
 }
 
 #[inline(never)]
-fn var_slow(d: &[u8], pos: &mut usize, first: u64) -> Option<u64> {
-    let mut v = first;
-    let mut shift = 7u32;
-    loop {
-        let b = *d.get(*pos)?;
-        *pos += 1;
-        if shift >= 64 {
-            return None;
-        }
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-        shift += 7;
-    }
+fn var_slow(d: &[u8], pos: &mut usize) -> Option<u64> {
+    heaplens_trace::varint::read_var(d, pos)
 }
 
 /// Where decoding of one payload stands.

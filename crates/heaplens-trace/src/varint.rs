@@ -39,6 +39,25 @@ pub fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
+/// Reads an unsigned LEB128 varint from `d` at `*pos` and moves `*pos` past it. `None` at the
+/// end of input or for a varint longer than 64 bits (then `*pos` is left inside it).
+pub fn read_var(d: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let b = *d.get(*pos)?;
+        *pos += 1;
+        if shift >= 64 {
+            return None;
+        }
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some(v);
+        }
+        shift += 7;
+    }
+}
+
 /// A cursor over a byte slice that reads varints; every read fails with `None` at the end of
 /// input instead of panicking, so corrupt payloads are reported, not crashed on.
 #[derive(Debug, Clone)]
@@ -67,19 +86,7 @@ impl<'a> Cursor<'a> {
 
     /// Reads an unsigned varint.
     pub fn var(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        let mut shift = 0u32;
-        loop {
-            let b = self.u8()?;
-            if shift >= 64 {
-                return None;
-            }
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-            shift += 7;
-        }
+        read_var(self.data, &mut self.pos)
     }
 
     /// Reads a zigzag-encoded signed varint.
