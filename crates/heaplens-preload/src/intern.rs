@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use heaplens_trace::StackNode;
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<rustc_hash::FxHasher>>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<rustc_hash::FxHasher>>;
 
 /// The global trie and the Stacks payload of nodes not yet written.
 pub struct Trie {

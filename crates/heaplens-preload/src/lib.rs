@@ -26,6 +26,7 @@ pub mod output;
 pub mod procinfo;
 pub mod real;
 pub mod record;
+pub mod resolve;
 pub mod sampling;
 pub mod sysalloc;
 pub mod thread;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use heaplens_trace::record::EndRecord;
 use heaplens_trace::{BlockKind, BlockWriter, ModuleRecord, ProcessRecord, ThreadName};
 
-use crate::{intern, modules, procinfo, thread, tls};
+use crate::{intern, modules, procinfo, resolve, thread, tls};
 
 /// The open trace, and where it is.
 pub struct Sink {
@@ -32,9 +32,12 @@ static EXTRA: Mutex<Vec<(BlockKind, Vec<u8>)>> = Mutex::new(Vec::new());
 static WRITER_RUNNING: AtomicBool = AtomicBool::new(false);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// An empty event buffer of [`thread::BUFFER_BYTES`].
+/// An empty event buffer of [`thread::buffer_bytes`].
 pub fn take_buffer() -> Box<[u8]> {
-    POOL.lock().ok().and_then(|mut p| p.pop()).unwrap_or_else(|| vec![0u8; thread::BUFFER_BYTES].into_boxed_slice())
+    POOL.lock()
+        .ok()
+        .and_then(|mut p| p.pop())
+        .unwrap_or_else(|| vec![0u8; thread::buffer_bytes(crate::config().max_frames)].into_boxed_slice())
 }
 
 /// Buffers queued beyond which the threads that fill them write them out themselves: with more
@@ -153,14 +156,32 @@ fn writer_loop() {
     }
 }
 
-/// Writes everything queued: module and thread records, new stack nodes, then event buffers.
-/// Stack nodes are taken after the buffers, so every node an event refers to is written no
-/// later than the event's own block.
+/// Writes everything queued: module and thread records, new stack nodes, then event buffers,
+/// converted from the threads' stack commands to stack ids (see [`resolve`]). All of it runs
+/// under the trie's lock: a thread's commands must be replayed in the order they were made, and
+/// every node an event refers to is written no later than the event's own block.
 pub fn write_pending() {
+    let Ok(mut trie) = intern::TRIE.lock() else { return };
+    let trie = trie.get_or_insert_with(intern::Trie::new);
     let buffers = QUEUE.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default();
     let extras = EXTRA.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
-    let stacks = intern::TRIE.lock().ok().and_then(|mut t| t.as_mut().map(|t| t.take_pending())).unwrap_or_default();
-    if let Some((path, process)) = (!buffers.is_empty()).then(take_deferred).flatten() {
+    let mut events = Vec::with_capacity(buffers.len());
+    let mut pool = Vec::with_capacity(buffers.len());
+    if !buffers.is_empty() {
+        let Ok(mut mirrors) = resolve::MIRRORS.lock() else { return };
+        let mirrors = mirrors.get_or_insert_with(Default::default);
+        for (buf, len) in buffers {
+            let mut out = Vec::with_capacity(len);
+            if mirrors.convert(trie, &buf[..len], &mut out).is_err() {
+                // Cannot happen unless the monitor is broken; keep what converted.
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+            events.push(out);
+            pool.push(buf);
+        }
+    }
+    let stacks = trie.take_pending();
+    if let Some((path, process)) = (!events.is_empty()).then(take_deferred).flatten() {
         // A forked child's first events: only now does it get a trace of its own (a child
         // that just execs another program leaves no empty file behind).
         if let Err(e) = open(&path, &process) {
@@ -180,11 +201,9 @@ pub fn write_pending() {
     if !stacks.is_empty() {
         result = result.and_then(|()| s.writer.write_block(BlockKind::Stacks, &stacks));
     }
-    let mut pool = Vec::with_capacity(buffers.len());
-    for (buf, len) in buffers {
-        result = result.and_then(|()| s.writer.write_block(BlockKind::Events, &buf[..len]));
+    for payload in &events {
+        result = result.and_then(|()| s.writer.write_block(BlockKind::Events, payload));
         s.events += 1;
-        pool.push(buf);
     }
     if let Err(e) = result {
         crate::disable(&format!("cannot write the trace {}: {e}", s.path.display()));
@@ -293,6 +312,9 @@ pub fn restart_in_child(process: &ProcessRecord, me: usize) {
     EXTRA.lock().map(|mut e| e.clear()).ok();
     if let Ok(mut t) = intern::TRIE.lock() {
         *t = Some(intern::Trie::new());
+        if let Ok(mut m) = resolve::MIRRORS.lock() {
+            *m = None;
+        }
     }
     if let Ok(mut r) = thread::REGISTRY.lock() {
         // Other threads do not exist in the child; their states are leaked, not touched.

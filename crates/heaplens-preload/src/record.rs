@@ -1,4 +1,4 @@
-//! Turning one intercepted call into one event: stack capture, interning, encoding. Runs with
+//! Turning one intercepted call into one event: stack capture, encoding (the writer interns). Runs with
 //! the guard held; a panic here disables the monitor instead of crossing into the program.
 
 use std::ffi::c_void;
@@ -12,18 +12,13 @@ use crate::{aggregate, modules, output, procinfo, sampling, thread, tls};
 
 pub use crate::unwind::Caller;
 
-/// Captures the caller's stack and returns its trie node.
+/// Captures the caller's stack and interns it at once (the aggregated mode's counters are
+/// keyed by node); returns its trie node.
 #[inline(always)]
 fn stack_id(t: &mut ThreadState, caller: &Caller) -> u32 {
+    let c = t.capture(caller);
     let nodes = &mut t.nodes;
-    let mut c = t.walker.capture(&t.stack, caller, |parent, addr| nodes.child(parent, addr));
-    if c.unknown_code && modules_changed() {
-        c = t.walker.capture(&t.stack, caller, |parent, addr| nodes.child(parent, addr));
-    }
-    t.stats.captures += 1;
-    t.stats.unwound += c.unwound as u64;
-    t.stats.depth += c.depth as u64;
-    c.node
+    t.walker.intern(&c, |parent, addr| nodes.child(parent, addr))
 }
 
 /// Capture counters, summed over threads and printed at exit when `HEAPLENS_STATS=1`.
@@ -66,7 +61,7 @@ static LAST_ADDS: AtomicU64 = AtomicU64::new(0);
 /// The walk stopped in unknown code: if the loader has mapped something since we last looked
 /// (a dlopen), refresh the module map. Returns whether anything changed.
 #[cold]
-fn modules_changed() -> bool {
+pub fn modules_changed() -> bool {
     unsafe extern "C" fn adds(info: *mut libc::dl_phdr_info, _: usize, out: *mut c_void) -> i32 {
         *(out as *mut u64) = (*info).dlpi_adds;
         1
@@ -118,9 +113,10 @@ pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
             });
             return;
         }
-        let stack = stack_id(t, &caller);
-        let ts = procinfo::now_ticks();
-        t.push(|b, pos, e| e.alloc(b, pos, op, ts, p as u64, size as u64, usable as u64, stack));
+        t.push_with_stack(&caller, |b, pos, e| {
+            let ts = procinfo::now_ticks();
+            e.alloc_unterminated(b, pos, op, ts, p as u64, size as u64, usable as u64)
+        });
     });
 }
 
@@ -168,9 +164,10 @@ pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, 
             });
             return;
         }
-        let stack = stack_id(t, &caller);
-        let ts = procinfo::now_ticks();
-        t.push(|b, pos, e| e.realloc(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64, stack));
+        t.push_with_stack(&caller, |b, pos, e| {
+            let ts = procinfo::now_ticks();
+            e.realloc_unterminated(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64)
+        });
     });
 }
 

@@ -10,10 +10,16 @@ use heaplens_trace::event::MAX_EVENT_LEN;
 use heaplens_trace::EventEncoder;
 
 use crate::intern::NodeCache;
-use crate::{output, procinfo, tls, unwind};
+use crate::{output, procinfo, resolve, tls, unwind};
 
-/// Bytes of events a thread collects before handing them to the writer.
+/// Bytes of events a thread collects before handing them to the writer, at least: a buffer
+/// holds at least two events with stacks of `max_frames` new frames.
 pub const BUFFER_BYTES: usize = 128 << 10;
+
+/// The size of every thread buffer, for stacks of at most `max_frames` frames.
+pub fn buffer_bytes(max_frames: usize) -> usize {
+    BUFFER_BYTES.max(2 * (MAX_EVENT_LEN + resolve::command_len(max_frames)))
+}
 
 /// One thread's recording state.
 pub struct ThreadState {
@@ -94,6 +100,41 @@ impl ThreadState {
         if behind {
             output::write_pending();
         }
+    }
+
+    /// Captures the stack of the program's call and appends an allocation event through
+    /// `encode`, followed by the capture's stack command for the writer (see [`resolve`]).
+    #[inline(always)]
+    pub fn push_with_stack(
+        &mut self,
+        caller: &unwind::Caller,
+        encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder),
+    ) {
+        let c = self.capture(caller);
+        self.acquire();
+        let need = MAX_EVENT_LEN + resolve::command_len(c.depth - c.keep);
+        let behind = self.pos + need > self.buf.len() && self.rotate();
+        encode(&mut self.buf, &mut self.pos, &mut self.enc);
+        resolve::put_command(&mut self.buf, &mut self.pos, &c, self.walker.new_frames(&c));
+        self.lock.store(false, Ordering::Release);
+        if behind {
+            output::write_pending();
+        }
+    }
+
+    /// Captures the stack of the program's call into the allocator (see [`unwind::Walker`]).
+    #[inline(always)]
+    pub fn capture(&mut self, caller: &unwind::Caller) -> unwind::Capture {
+        let mut c = self.walker.capture(&self.stack, caller);
+        if c.unknown_code && crate::record::modules_changed() {
+            // The first walk moved the chains in ways no command will replay: start afresh.
+            self.walker.forget();
+            c = self.walker.capture(&self.stack, caller);
+        }
+        self.stats.captures += 1;
+        self.stats.unwound += c.unwound as u64;
+        self.stats.depth += c.depth as u64;
+        c
     }
 
     /// Updates this thread's aggregated-mode counters under its lock.

@@ -178,11 +178,11 @@ impl Chain {
         self.slot[..m].iter().zip(&self.ret[..m]).all(|(&s, &r)| unsafe { std::ptr::read(s as *const u64) } == r)
     }
 
-    /// Makes frames `0..n` those of `other`.
+    /// Makes frames `0..n` those of `other` (their nodes are copied by [`Walker::intern`],
+    /// the only reader of nodes).
     fn copy_prefix(&mut self, other: &Chain, n: usize) {
         self.ret[..n].copy_from_slice(&other.ret[..n]);
         self.slot[..n].copy_from_slice(&other.slot[..n]);
-        self.node[..n].copy_from_slice(&other.node[..n]);
     }
 }
 
@@ -215,10 +215,19 @@ pub struct Walker {
     pub incremental: bool,
 }
 
-/// What one capture found.
+/// What one capture found, and how it changed the walker's chains: the new stack is the first
+/// `keep` frames of the previous stack (or of the archive, when `from_archive`), then the frames
+/// [`Walker::new_frames`] lists. `saved_archive` says the previous stack, whole, became the
+/// archive before that. The writer's mirror of the chains ([`crate::resolve`]) replays exactly
+/// this.
+#[derive(Debug, Clone, Copy)]
 pub struct Capture {
-    /// Trie node of the captured stack.
-    pub node: u32,
+    /// Frames kept from the previous stack or the archive.
+    pub keep: usize,
+    /// The kept frames came from the archive.
+    pub from_archive: bool,
+    /// The previous stack was copied to the archive first.
+    pub saved_archive: bool,
     /// Frames in the stack.
     pub depth: usize,
     /// Frames that had to be unwound (the rest were matched to a recent stack).
@@ -254,11 +263,11 @@ impl Walker {
     }
 
     /// Captures the stack of the program's call into the allocator, from `caller`'s frame
-    /// outwards. `intern` maps (parent node, return address) to the child node (0 on failure).
+    /// outwards, into the walker's current chain; the capture says how the chain changed.
     /// Stack reads are confined to `[sp, stack.end)`, and to nothing when `sp` is outside
     /// `stack` (a signal or coroutine stack with unknown bounds, where reading could fault).
     #[inline(never)]
-    pub fn capture(&mut self, stack: &Range<u64>, caller: &Caller, mut intern: impl FnMut(u32, u64) -> u32) -> Capture {
+    pub fn capture(&mut self, stack: &Range<u64>, caller: &Caller) -> Capture {
         let snap = CURRENT.load(Ordering::Acquire);
         let sp: u64;
         // SAFETY: reads one register, touches no memory.
@@ -267,7 +276,16 @@ impl Walker {
         let readable = |addr: u64| addr >= sp && addr.checked_add(8).is_some_and(|e| e <= hi) && addr.is_multiple_of(8);
         let first_slot = caller.cfa.wrapping_sub(8);
         if snap.is_null() || !readable(first_slot) {
-            return Capture { node: 0, depth: 0, unwound: 0, unknown_code: false };
+            self.cur.len = 0;
+            self.cur.whole = false;
+            return Capture {
+                keep: 0,
+                from_archive: false,
+                saved_archive: false,
+                depth: 0,
+                unwound: 0,
+                unknown_code: false,
+            };
         }
         // SAFETY: snapshots are never freed.
         let snap = unsafe { &*snap };
@@ -327,20 +345,49 @@ impl Walker {
         let (from_archive, keep) = matched.map_or((false, 0), |(arch, m)| (arch, m + 1));
         let (keep, whole) =
             if keep + n > self.cur.ret.len() { (0, false) } else { (keep, matched.is_some() || n < cap) };
+        let from_archive = from_archive && keep > 0;
+        let mut saved_archive = false;
         if from_archive {
             self.cur.copy_prefix(&self.archive, keep);
         } else if self.cur.whole && self.cur.len >= keep + ARCHIVE_MIN_DISCARD && self.cur.len > self.archive.len {
+            saved_archive = true;
             // Deep frames about to be overwritten: keep them for when the program comes back.
             let len = self.cur.len;
             self.archive.copy_prefix(&self.cur, len);
+            self.archive.node[..len].copy_from_slice(&self.cur.node[..len]);
             self.archive.len = len;
             self.archive.whole = true;
         }
-        let mut id = if keep > 0 { self.cur.node[keep - 1] } else { 0 };
         let take = n.min(self.cur.ret.len() - keep);
         for i in 0..take {
-            let j = keep + i;
-            let r = self.new_ret[n - 1 - i];
+            self.cur.ret[keep + i] = self.new_ret[n - 1 - i];
+            self.cur.slot[keep + i] = self.new_slot[n - 1 - i];
+        }
+        self.cur.len = keep + take;
+        // A walk that stopped in unknown code ends differently once the module is known.
+        self.cur.whole = whole && !unknown_code;
+        Capture { keep, from_archive, saved_archive, depth: self.cur.len, unwound: n, unknown_code }
+    }
+
+    /// The frames a capture added below its kept prefix, outermost first: what a
+    /// [`crate::resolve`] command carries for the writer to intern.
+    #[inline(always)]
+    pub fn new_frames(&self, c: &Capture) -> &[u64] {
+        &self.cur.ret[c.keep..c.depth]
+    }
+
+    /// Interns the stack `c` captured on this thread (for the aggregated mode, whose counters
+    /// need the node at once), through `intern`: (parent node, return address) → child node,
+    /// 0 on failure. Returns the leaf's node. Every capture of the thread must go through here
+    /// for the kept prefixes' nodes to be known.
+    #[inline]
+    pub fn intern(&mut self, c: &Capture, mut intern: impl FnMut(u32, u64) -> u32) -> u32 {
+        if c.from_archive {
+            self.cur.node[..c.keep].copy_from_slice(&self.archive.node[..c.keep]);
+        }
+        let mut id = if c.keep > 0 { self.cur.node[c.keep - 1] } else { 0 };
+        for j in c.keep..c.depth {
+            let r = self.cur.ret[j];
             id = if self.memo_node[j] != 0 && self.memo_ret[j] == r && self.memo_parent[j] == id {
                 self.memo_node[j]
             } else {
@@ -348,14 +395,9 @@ impl Walker {
                 (self.memo_ret[j], self.memo_parent[j], self.memo_node[j]) = (r, id, child);
                 child
             };
-            self.cur.ret[j] = r;
-            self.cur.slot[j] = self.new_slot[n - 1 - i];
             self.cur.node[j] = id;
         }
-        self.cur.len = keep + take;
-        // A walk that stopped in unknown code ends differently once the module is known.
-        self.cur.whole = whole && !unknown_code;
-        Capture { node: id, depth: self.cur.len, unwound: n, unknown_code }
+        id
     }
 }
 

@@ -191,10 +191,27 @@ impl EventEncoder {
         usable: u64,
         stack: u32,
     ) {
+        self.alloc_unterminated(buf, pos, op, ts, addr, size, usable);
+        put_at(buf, pos, stack.into());
+    }
+
+    /// Encodes an allocation up to, not including, its final field, the stack: the monitor's
+    /// threads leave the stack for the writer thread to intern and append.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn alloc_unterminated(
+        &mut self,
+        buf: &mut [u8],
+        pos: &mut usize,
+        op: Op,
+        ts: u64,
+        addr: u64,
+        size: u64,
+        usable: u64,
+    ) {
         self.head(buf, pos, op, ts, addr);
         put_at(buf, pos, size);
         put_at(buf, pos, zigzag(usable.wrapping_sub(size) as i64));
-        put_at(buf, pos, stack.into());
     }
 
     /// Encodes a reallocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.
@@ -212,11 +229,29 @@ impl EventEncoder {
         usable: u64,
         stack: u32,
     ) {
+        self.realloc_unterminated(buf, pos, op, ts, old, addr, size, usable);
+        put_at(buf, pos, stack.into());
+    }
+
+    /// Encodes a reallocation up to, not including, its final field, the stack (see
+    /// [`EventEncoder::alloc_unterminated`]).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn realloc_unterminated(
+        &mut self,
+        buf: &mut [u8],
+        pos: &mut usize,
+        op: Op,
+        ts: u64,
+        old: u64,
+        addr: u64,
+        size: u64,
+        usable: u64,
+    ) {
         self.head(buf, pos, op, ts, addr);
         put_at(buf, pos, zigzag(old.wrapping_sub(addr) as i64));
         put_at(buf, pos, size);
         put_at(buf, pos, zigzag(usable.wrapping_sub(size) as i64));
-        put_at(buf, pos, stack.into());
     }
 
     /// Encodes a deallocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.

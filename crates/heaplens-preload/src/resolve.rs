@@ -1,0 +1,213 @@
+//! Deferred stack interning. The thread that records an allocation does not intern its stack:
+//! each trie edge is a random access into a table far larger than the core's cache, and on
+//! gcc's `cc1` three such dependent misses per allocation were a third of the monitor's cost.
+//! Instead the event ends with a *stack command* that says how the thread's walker changed its
+//! chain (see [`unwind::Capture`]) and carries the return addresses it unwound. The writer
+//! thread replays each thread's commands on a mirror of that thread's chains of trie nodes,
+//! interns the new frames into the trie, which in this mode only it touches, and writes the
+//! final event with the leaf's node id. On a machine with a spare core that work runs there.
+//!
+//! A thread buffer's payload is an Events payload (see `heaplens_trace::event`) whose
+//! allocation and reallocation records end in a command instead of a stack id:
+//!
+//! ```text
+//! command := (keep << 2 | from_archive << 1 | saved_archive):varint n:varint ret:u64le{n}
+//! ```
+//!
+//! Commands of one thread must be replayed in the order they were made, so buffers are
+//! converted under the trie's lock in queue order (a thread's buffers enter the queue in order).
+
+use heaplens_trace::record::Malformed;
+use heaplens_trace::varint::{put, put_at, read_var};
+use heaplens_trace::{Op, OpClass};
+
+use crate::intern::{FxMap, Trie};
+use crate::unwind::Capture;
+
+/// Most bytes the command for a stack of `frames` new frames takes.
+pub const fn command_len(frames: usize) -> usize {
+    20 + 8 * frames
+}
+
+/// Appends the command for capture `c`, whose new frames (outermost first) are `frames`, at
+/// `*pos`; `buf` needs [`command_len`] bytes free there.
+#[inline(always)]
+pub fn put_command(buf: &mut [u8], pos: &mut usize, c: &Capture, frames: &[u64]) {
+    let head = (c.keep as u64) << 2 | u64::from(c.from_archive) << 1 | u64::from(c.saved_archive);
+    put_at(buf, pos, head);
+    put_at(buf, pos, frames.len() as u64);
+    let out = &mut buf[*pos..*pos + 8 * frames.len()];
+    for (dst, r) in out.chunks_exact_mut(8).zip(frames) {
+        dst.copy_from_slice(&r.to_le_bytes());
+    }
+    *pos += 8 * frames.len();
+}
+
+/// A thread's chains as its walker holds them, as trie nodes: `cur[i]` is the node of the
+/// previous stack's frames `0..=i`, outermost first.
+#[derive(Default)]
+struct Mirror {
+    cur: Vec<u32>,
+    archive: Vec<u32>,
+}
+
+impl Mirror {
+    /// Replays one command; returns the new stack's leaf node.
+    fn apply(&mut self, trie: &mut Trie, head: u64, frames: &[u8]) -> u32 {
+        let keep = usize::try_from(head >> 2).unwrap_or(usize::MAX);
+        if head & 1 != 0 {
+            self.archive.clone_from(&self.cur);
+        }
+        if head & 2 != 0 {
+            let keep = keep.min(self.archive.len());
+            self.cur.clear();
+            self.cur.extend_from_slice(&self.archive[..keep]);
+        } else {
+            self.cur.truncate(keep);
+        }
+        let mut id = self.cur.last().copied().unwrap_or(0);
+        for r in frames.chunks_exact(8) {
+            let addr = u64::from_le_bytes(r.try_into().unwrap_or_default());
+            id = trie.child(id, addr);
+            self.cur.push(id);
+        }
+        id
+    }
+}
+
+/// The writer's mirrors. Locked only while holding [`crate::intern::TRIE`] (lock order: trie,
+/// then mirrors), so fork, which takes the trie's lock, never finds it held.
+pub static MIRRORS: std::sync::Mutex<Option<Mirrors>> = std::sync::Mutex::new(None);
+
+/// Every thread's mirror, by thread id. A thread id the kernel reuses for a new thread is
+/// harmless: a new walker keeps nothing from before its first capture.
+#[derive(Default)]
+pub struct Mirrors {
+    threads: FxMap<u32, Mirror>,
+}
+
+impl Mirrors {
+    /// Converts one thread buffer's payload `raw` into an Events payload appended to `out`,
+    /// interning new stacks into `trie`.
+    ///
+    /// # Errors
+    /// [`Malformed`] if `raw` is not a payload the monitor wrote (events up to the bad one are
+    /// kept in `out`).
+    pub fn convert(&mut self, trie: &mut Trie, raw: &[u8], out: &mut Vec<u8>) -> Result<(), Malformed> {
+        let bad = Malformed("thread buffer");
+        let mut pos = 0;
+        let tid = read_var(raw, &mut pos).ok_or(bad)?;
+        put(out, tid);
+        let mirror = self.threads.entry(tid as u32).or_default();
+        // Copies `count` varints unchanged.
+        let copy = |pos: &mut usize, out: &mut Vec<u8>, count: usize| -> Result<(), Malformed> {
+            let start = *pos;
+            for _ in 0..count {
+                read_var(raw, pos).ok_or(bad)?;
+            }
+            out.extend_from_slice(&raw[start..*pos]);
+            Ok(())
+        };
+        while pos < raw.len() {
+            let op = Op::from_u8(raw[pos]).ok_or(bad)?;
+            out.push(raw[pos]);
+            pos += 1;
+            // dts daddr, then: size usable | old size usable | nothing.
+            let fields = match op.class() {
+                OpClass::Alloc => 4,
+                OpClass::Realloc => 5,
+                OpClass::Dealloc => 2,
+            };
+            copy(&mut pos, out, fields)?;
+            if op.class() == OpClass::Dealloc {
+                continue;
+            }
+            let head = read_var(raw, &mut pos).ok_or(bad)?;
+            let n = usize::try_from(read_var(raw, &mut pos).ok_or(bad)?).map_err(|_| bad)?;
+            let end = n.checked_mul(8).and_then(|l| pos.checked_add(l)).filter(|&e| e <= raw.len()).ok_or(bad)?;
+            let node = mirror.apply(trie, head, &raw[pos..end]);
+            pos = end;
+            put(out, node.into());
+        }
+        Ok(())
+    }
+
+    /// Forgets every thread (after fork, with the trie).
+    pub fn clear(&mut self) {
+        self.threads.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use heaplens_trace::{EventDecoder, EventEncoder, StackNode};
+
+    use super::*;
+
+    fn cmd(keep: usize, from_archive: bool, saved_archive: bool, frames: &[u64]) -> (Capture, Vec<u64>) {
+        let c = Capture {
+            keep,
+            from_archive,
+            saved_archive,
+            depth: keep + frames.len(),
+            unwound: frames.len(),
+            unknown_code: false,
+        };
+        (c, frames.to_vec())
+    }
+
+    /// The stacks (outermost first) that node ids stand for.
+    fn paths(trie: &mut Trie) -> FxMap<u32, Vec<u64>> {
+        let mut m: FxMap<u32, Vec<u64>> = FxMap::default();
+        m.insert(0, vec![]);
+        for n in StackNode::decode_all(&trie.take_pending()).unwrap() {
+            let mut p = m[&n.parent].clone();
+            p.push(n.addr);
+            m.insert(n.id, p);
+        }
+        m
+    }
+
+    #[test]
+    fn replays_previous_stack_and_archive() {
+        let mut buf = vec![0u8; 4096];
+        let mut pos = 0;
+        let mut e = EventEncoder::default();
+        e.begin(&mut buf, &mut pos, 7);
+        let cmds = [
+            cmd(0, false, false, &[1, 2, 3, 4]), // 1 2 3 4
+            cmd(2, false, false, &[5]),          // 1 2 5
+            cmd(1, false, true, &[6, 7]),        // archive := 1 2 5; 1 6 7
+            cmd(3, true, false, &[8]),           // 1 2 5 8
+            cmd(0, false, false, &[]),           // empty stack
+        ];
+        for (i, (c, f)) in cmds.iter().enumerate() {
+            e.alloc_unterminated(&mut buf, &mut pos, Op::Malloc, i as u64, 0x1000 + i as u64 * 16, 16, 24);
+            put_command(&mut buf, &mut pos, c, f);
+            e.dealloc(&mut buf, &mut pos, Op::Free, i as u64, 0x1000 + i as u64 * 16);
+        }
+        let mut trie = Trie::new();
+        let mut out = Vec::new();
+        Mirrors::default().convert(&mut trie, &buf[..pos], &mut out).unwrap();
+        let paths = paths(&mut trie);
+        let events: Vec<_> = EventDecoder::new(&out).unwrap().map(Result::unwrap).collect();
+        assert_eq!(events.len(), 10);
+        let stacks: Vec<Vec<u64>> = events.iter().step_by(2).map(|e| paths[&e.stack].clone()).collect();
+        assert_eq!(stacks, vec![vec![1, 2, 3, 4], vec![1, 2, 5], vec![1, 6, 7], vec![1, 2, 5, 8], vec![]]);
+        assert_eq!((events[2].addr, events[2].size, events[2].usable), (0x1010, 16, 24));
+        assert_eq!(events[9].op, Op::Free);
+    }
+
+    #[test]
+    fn rejects_a_cut_command() {
+        let mut buf = vec![0u8; 256];
+        let mut pos = 0;
+        let mut e = EventEncoder::default();
+        e.begin(&mut buf, &mut pos, 1);
+        e.alloc_unterminated(&mut buf, &mut pos, Op::Malloc, 1, 0x10, 8, 8);
+        let (c, f) = cmd(0, false, false, &[1, 2]);
+        put_command(&mut buf, &mut pos, &c, &f);
+        let mut out = Vec::new();
+        assert!(Mirrors::default().convert(&mut Trie::new(), &buf[..pos - 3], &mut out).is_err());
+    }
+}
