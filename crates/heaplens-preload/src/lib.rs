@@ -145,6 +145,7 @@ fn start() {
     let changes = modules::refresh(process.start_mono_ns);
     output::module_changes(&changes);
     thread::init_key();
+    thread::set_cpus(std::thread::available_parallelism().map_or(1, |n| n.get()));
     // SAFETY: plain function pointers with C ABI.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     STATE.store(ON, Ordering::Release);

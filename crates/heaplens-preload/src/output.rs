@@ -24,7 +24,9 @@ pub struct Sink {
 }
 
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
-static QUEUE: Mutex<Vec<(Box<[u8]>, usize)>> = Mutex::new(Vec::new());
+/// Filled thread buffers: (buffer, bytes used, whose stacks are commands to resolve).
+type Queue = Vec<(Box<[u8]>, usize, bool)>;
+static QUEUE: Mutex<Queue> = Mutex::new(Vec::new());
 static WAKE: Condvar = Condvar::new();
 static POOL: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
 /// Non-event blocks waiting to be written (modules, thread names).
@@ -44,12 +46,13 @@ pub fn take_buffer() -> Box<[u8]> {
 /// busy threads than cores the writer thread alone falls behind, and the queue (memory) grows.
 const HIGH_WATER: usize = 16;
 
-/// Queues `len` bytes of `buf` (one Events payload) for writing. Returns true when the backlog
-/// is so long that the caller should help: call [`write_pending`] once it holds no lock.
-pub fn submit(buf: Box<[u8]>, len: usize) -> bool {
+/// Queues `len` bytes of `buf` (one Events payload, whose stacks are commands when
+/// `deferred`, see [`resolve`]) for writing. Returns true when the backlog is so long that the
+/// caller should help: call [`write_pending`] once it holds no lock.
+pub fn submit(buf: Box<[u8]>, len: usize, deferred: bool) -> bool {
     let mut backlog = 0;
     if let Ok(mut q) = QUEUE.lock() {
-        q.push((buf, len));
+        q.push((buf, len, deferred));
         backlog = q.len();
         drop(q);
         if backlog >= 4 {
@@ -156,13 +159,21 @@ fn writer_loop() {
     }
 }
 
+/// An Events payload ready to write: converted from commands, or a thread buffer that holds
+/// its final form.
+enum Payload {
+    Converted(Vec<u8>),
+    Final(Box<[u8]>, usize),
+}
+
 /// Writes everything queued: module and thread records, new stack nodes, then event buffers,
-/// converted from the threads' stack commands to stack ids (see [`resolve`]). All of it runs
-/// under the trie's lock: a thread's commands must be replayed in the order they were made, and
-/// every node an event refers to is written no later than the event's own block.
+/// converted from the threads' stack commands to stack ids (see [`resolve`]). Conversion runs
+/// under the trie's lock, which is handed over to the sink's: a thread's commands must be
+/// replayed in the order they were made, and every node an event refers to is written no later
+/// than the event's own block.
 pub fn write_pending() {
-    let Ok(mut trie) = intern::TRIE.lock() else { return };
-    let trie = trie.get_or_insert_with(intern::Trie::new);
+    let Ok(mut trie_lock) = intern::TRIE.lock() else { return };
+    let trie = trie_lock.get_or_insert_with(intern::Trie::new);
     let buffers = QUEUE.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default();
     let extras = EXTRA.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
     let mut events = Vec::with_capacity(buffers.len());
@@ -170,14 +181,18 @@ pub fn write_pending() {
     if !buffers.is_empty() {
         let Ok(mut mirrors) = resolve::MIRRORS.lock() else { return };
         let mirrors = mirrors.get_or_insert_with(Default::default);
-        for (buf, len) in buffers {
-            let mut out = Vec::with_capacity(len);
-            if mirrors.convert(trie, &buf[..len], &mut out).is_err() {
-                // Cannot happen unless the monitor is broken; keep what converted.
-                DROPPED.fetch_add(1, Ordering::Relaxed);
+        for (buf, len, deferred) in buffers {
+            if deferred {
+                let mut out = Vec::with_capacity(len);
+                if mirrors.convert(trie, &buf[..len], &mut out).is_err() {
+                    // Cannot happen unless the monitor is broken; keep what converted.
+                    DROPPED.fetch_add(1, Ordering::Relaxed);
+                }
+                events.push(Payload::Converted(out));
+                pool.push(buf);
+            } else {
+                events.push(Payload::Final(buf, len));
             }
-            events.push(out);
-            pool.push(buf);
         }
     }
     let stacks = trie.take_pending();
@@ -193,6 +208,9 @@ pub fn write_pending() {
         }
     }
     let Ok(mut sink) = SINK.lock() else { return };
+    // The sink is ours: a later caller's nodes and events now queue up behind this one's, and
+    // threads that intern in place need not wait for the compression below.
+    drop(trie_lock);
     let Some(s) = sink.as_mut() else { return };
     let mut result = Ok(());
     for (kind, payload) in &extras {
@@ -201,9 +219,16 @@ pub fn write_pending() {
     if !stacks.is_empty() {
         result = result.and_then(|()| s.writer.write_block(BlockKind::Stacks, &stacks));
     }
-    for payload in &events {
-        result = result.and_then(|()| s.writer.write_block(BlockKind::Events, payload));
+    for payload in events {
+        let bytes = match &payload {
+            Payload::Converted(out) => &out[..],
+            Payload::Final(buf, len) => &buf[..*len],
+        };
+        result = result.and_then(|()| s.writer.write_block(BlockKind::Events, bytes));
         s.events += 1;
+        if let Payload::Final(buf, _) = payload {
+            pool.push(buf);
+        }
     }
     if let Err(e) = result {
         crate::disable(&format!("cannot write the trace {}: {e}", s.path.display()));
@@ -274,7 +299,7 @@ pub fn path() -> Option<PathBuf> {
 pub struct ForkLocks {
     _trie: MutexGuard<'static, Option<intern::Trie>>,
     _registry: MutexGuard<'static, Vec<usize>>,
-    _queue: MutexGuard<'static, Vec<(Box<[u8]>, usize)>>,
+    _queue: MutexGuard<'static, Queue>,
     _pool: MutexGuard<'static, Vec<Box<[u8]>>>,
     _extra: MutexGuard<'static, Vec<(BlockKind, Vec<u8>)>>,
     _sink: MutexGuard<'static, Option<Sink>>,
@@ -319,6 +344,7 @@ pub fn restart_in_child(process: &ProcessRecord, me: usize) {
     if let Ok(mut r) = thread::REGISTRY.lock() {
         // Other threads do not exist in the child; their states are leaked, not touched.
         r.retain(|&p| p == me);
+        thread::set_live(r.len());
     }
     WRITER_RUNNING.store(false, Ordering::Release);
     if let Ok(mut d) = DEFERRED.lock() {

@@ -49,6 +49,9 @@ pub fn put_command(buf: &mut [u8], pos: &mut usize, c: &Capture, frames: &[u64])
 struct Mirror {
     cur: Vec<u32>,
     archive: Vec<u32>,
+    /// The last edge interned at each depth, (parent, return address, child): a loop that
+    /// allocates from a few places keeps finding its edges here instead of in the trie's map.
+    memo: Vec<(u32, u64, u32)>,
 }
 
 impl Mirror {
@@ -68,7 +71,18 @@ impl Mirror {
         let mut id = self.cur.last().copied().unwrap_or(0);
         for r in frames.chunks_exact(8) {
             let addr = u64::from_le_bytes(r.try_into().unwrap_or_default());
-            id = trie.child(id, addr);
+            let depth = self.cur.len();
+            if depth >= self.memo.len() {
+                self.memo.resize(depth + 1, (0, 0, 0));
+            }
+            let m = &mut self.memo[depth];
+            id = if m.2 != 0 && m.0 == id && m.1 == addr {
+                m.2
+            } else {
+                let child = trie.child(id, addr);
+                *m = (id, addr, child);
+                child
+            };
             self.cur.push(id);
         }
         id
@@ -102,8 +116,11 @@ impl Mirrors {
         // Copies `count` varints unchanged.
         let copy = |pos: &mut usize, out: &mut Vec<u8>, count: usize| -> Result<(), Malformed> {
             let start = *pos;
-            for _ in 0..count {
-                read_var(raw, pos).ok_or(bad)?;
+            let mut left = count;
+            while left > 0 {
+                let b = *raw.get(*pos).ok_or(bad)?;
+                *pos += 1;
+                left -= usize::from(b < 0x80);
             }
             out.extend_from_slice(&raw[start..*pos]);
             Ok(())

@@ -3,7 +3,7 @@
 //! buffer out under the state's spin lock, which its owner finds free but for those rare moments.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use heaplens_trace::event::MAX_EVENT_LEN;
@@ -40,6 +40,32 @@ pub struct ThreadState {
     agg: crate::aggregate::Counters,
     /// This thread's stack, bounding the unwinder's reads.
     pub stack: Range<u64>,
+    /// Whether this thread's buffer holds stack commands for the writer to resolve (see
+    /// [`resolve`]) rather than stack ids.
+    deferred: bool,
+}
+
+/// Threads that have recording state, and the processors this process may run on: stacks are
+/// left to the writer thread only while it has a processor of its own to intern them on.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static CPUS: AtomicUsize = AtomicUsize::new(1);
+
+/// Notes how many processors the process may use (at start-up).
+pub fn set_cpus(n: usize) {
+    CPUS.store(n.max(1), Ordering::Relaxed);
+}
+
+/// Sets the count of recording threads (after fork, where only the forking thread lives on).
+pub fn set_live(n: usize) {
+    LIVE.store(n, Ordering::Relaxed);
+}
+
+/// True when new stacks should go to the writer as commands: fewer recording threads than
+/// processors. With as many busy threads as processors the writer's extra work would only
+/// take their time, and interning in place, from a cache each thread keeps, costs less.
+#[inline(always)]
+fn defer_stacks() -> bool {
+    LIVE.load(Ordering::Relaxed) < CPUS.load(Ordering::Relaxed)
 }
 
 /// Every live thread's state, so exit, fork and the writer can reach their buffers.
@@ -63,6 +89,7 @@ impl ThreadState {
             stack,
             stats: Default::default(),
             agg: Default::default(),
+            deferred: false,
         };
         s.begin();
         s
@@ -84,7 +111,7 @@ impl ThreadState {
         let mut behind = false;
         if self.has_events() {
             let full = std::mem::replace(&mut self.buf, output::take_buffer());
-            behind = output::submit(full, self.pos);
+            behind = output::submit(full, self.pos, self.deferred);
         }
         self.begin();
         behind
@@ -103,19 +130,38 @@ impl ThreadState {
     }
 
     /// Captures the stack of the program's call and appends an allocation event through
-    /// `encode`, followed by the capture's stack command for the writer (see [`resolve`]).
+    /// `encode`, which leaves out the final stack field; this appends it: the stack id, or
+    /// the capture's command for the writer to resolve (see [`resolve`]).
     #[inline(always)]
     pub fn push_with_stack(
         &mut self,
         caller: &unwind::Caller,
         encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder),
     ) {
+        let deferred = defer_stacks();
+        let switch = deferred != self.deferred;
+        if switch {
+            // Neither side knows the other's nodes: start the chains over.
+            self.walker.forget();
+        }
         let c = self.capture(caller);
+        let node = if deferred {
+            0
+        } else {
+            let nodes = &mut self.nodes;
+            self.walker.intern(&c, |parent, addr| nodes.child(parent, addr))
+        };
         self.acquire();
         let need = MAX_EVENT_LEN + resolve::command_len(c.depth - c.keep);
-        let behind = self.pos + need > self.buf.len() && self.rotate();
+        // A buffer holds one kind of stack field.
+        let behind = (switch || self.pos + need > self.buf.len()) && self.rotate();
+        self.deferred = deferred;
         encode(&mut self.buf, &mut self.pos, &mut self.enc);
-        resolve::put_command(&mut self.buf, &mut self.pos, &c, self.walker.new_frames(&c));
+        if deferred {
+            resolve::put_command(&mut self.buf, &mut self.pos, &c, self.walker.new_frames(&c));
+        } else {
+            heaplens_trace::varint::put_at(&mut self.buf, &mut self.pos, node.into());
+        }
         self.lock.store(false, Ordering::Release);
         if behind {
             output::write_pending();
@@ -221,6 +267,7 @@ pub fn current() -> Option<&'static mut ThreadState> {
 fn create() -> Option<&'static mut ThreadState> {
     let st = Box::into_raw(Box::new(ThreadState::new(crate::config().max_frames, procinfo::thread_stack())));
     REGISTRY.lock().ok()?.push(st as usize);
+    LIVE.fetch_add(1, Ordering::Relaxed);
     tls::slot().thread = st.cast();
     // SAFETY: KEY was created at start-up; the value is only read back by on_thread_exit.
     unsafe { libc::pthread_setspecific(KEY, st.cast()) };
@@ -234,6 +281,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     if let Ok(mut r) = REGISTRY.lock() {
         r.retain(|&x| x != st as usize);
     }
+    LIVE.fetch_sub(1, Ordering::Relaxed);
     let state = &mut *st;
     state.flush();
     crate::record::add_stats(&state.stats);

@@ -155,8 +155,17 @@ impl Chain {
     #[inline(always)]
     fn meets(&self, k: &mut usize, slot: u64, ret: u64) -> bool {
         if *k > 0 && self.slot[*k - 1] < slot {
-            // Recursion unwinding by many frames at once: search rather than step.
-            *k = self.slot[..*k - 1].partition_point(|&s| s >= slot);
+            // Usually the chains meet within a few frames: step. Recursion unwinding by many
+            // frames at once: search.
+            let mut j = *k - 1;
+            let near = j.saturating_sub(4);
+            while j > near && self.slot[j - 1] < slot {
+                j -= 1;
+            }
+            if j == near && j > 0 && self.slot[j - 1] < slot {
+                j = self.slot[..j - 1].partition_point(|&s| s >= slot);
+            }
+            *k = j;
         }
         *k > 0 && self.slot[*k - 1] == slot && self.ret[*k - 1] == ret
     }
