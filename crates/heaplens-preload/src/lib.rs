@@ -16,7 +16,8 @@
 //! `HEAPLENS_FULL_UNWIND=1` (unwind every stack to the root, for checking the incremental walk),
 //! `HEAPLENS_STATS=1` (print capture counters at exit), `HEAPLENS_SAMPLE_RATE=BYTES` (sample
 //! allocations, see [`sampling`]), `HEAPLENS_AGGREGATE=1` (keep counters instead of events, see
-//! [`aggregate`]).
+//! [`aggregate`]), `HEAPLENS_INTERN=thread|writer` (who interns stacks, see [`resolve`]; by
+//! default the writer while it has a processor to itself).
 
 pub mod aggregate;
 pub mod hooks;
@@ -145,7 +146,12 @@ fn start() {
     let changes = modules::refresh(process.start_mono_ns);
     output::module_changes(&changes);
     thread::init_key();
-    thread::set_cpus(std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // Who interns stacks: `HEAPLENS_INTERN=thread` or `writer` forces one (for tests and tuning).
+    thread::set_cpus(match std::env::var("HEAPLENS_INTERN").as_deref() {
+        Ok("thread") => 0,
+        Ok("writer") => usize::MAX,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    });
     // SAFETY: plain function pointers with C ABI.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     STATE.store(ON, Ordering::Release);

@@ -50,9 +50,10 @@ pub struct ThreadState {
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static CPUS: AtomicUsize = AtomicUsize::new(1);
 
-/// Notes how many processors the process may use (at start-up).
+/// Notes how many processors the process may use (at start-up): 0 makes every thread intern
+/// in place, `usize::MAX` leaves every stack to the writer.
 pub fn set_cpus(n: usize) {
-    CPUS.store(n.max(1), Ordering::Relaxed);
+    CPUS.store(n, Ordering::Relaxed);
 }
 
 /// Sets the count of recording threads (after fork, where only the forking thread lives on).

@@ -1,6 +1,9 @@
 //! The monitor's incremental stack walk (stop unwinding where the stack meets the previous one)
 //! must record exactly the stacks a full unwind records. Each program here runs twice, once with
 //! `HEAPLENS_FULL_UNWIND=1`, and every table that depends on call stacks must come out equal.
+//! The incremental run leaves its stacks to the writer thread (stack commands replayed on a
+//! mirror of the walker's chains), the full run interns them in place, so the two interning
+//! paths are checked against each other too, whatever the machine's processor count.
 
 mod common;
 
@@ -24,6 +27,7 @@ fn both_ways(name: &str, env: &[(&str, &str)], program: &std::path::Path, args: 
         let trace = dir.join(format!("{name}-{full}.hltrace"));
         let mut e: Vec<(&str, &str)> = env.to_vec();
         e.push(("HEAPLENS_FULL_UNWIND", full));
+        e.push(("HEAPLENS_INTERN", if full == "1" { "thread" } else { "writer" }));
         run_traced_env(&dir, &trace, &e, program, args).ok("heaplens run");
         reports.push(report(&dir, &trace));
     }
