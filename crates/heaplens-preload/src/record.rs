@@ -17,8 +17,7 @@ pub use crate::unwind::Caller;
 #[inline(always)]
 fn stack_id(t: &mut ThreadState, caller: &Caller) -> u32 {
     let c = t.capture(caller);
-    let nodes = &mut t.nodes;
-    t.walker.intern(&c, |parent, addr| nodes.child(parent, addr))
+    t.intern(&c)
 }
 
 /// Capture counters, summed over threads and printed at exit when `HEAPLENS_STATS=1`.

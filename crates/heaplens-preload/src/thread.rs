@@ -146,12 +146,7 @@ impl ThreadState {
             self.walker.forget();
         }
         let c = self.capture(caller);
-        let node = if deferred {
-            0
-        } else {
-            let nodes = &mut self.nodes;
-            self.walker.intern(&c, |parent, addr| nodes.child(parent, addr))
-        };
+        let node = if deferred { 0 } else { self.intern(&c) };
         self.acquire();
         let need = MAX_EVENT_LEN + resolve::command_len(c.depth - c.keep);
         // A buffer holds one kind of stack field.
@@ -182,6 +177,14 @@ impl ThreadState {
         self.stats.unwound += c.unwound as u64;
         self.stats.depth += c.depth as u64;
         c
+    }
+
+    /// Interns capture `c` in place, through this thread's cache of trie edges; returns the
+    /// stack's trie node.
+    #[inline(always)]
+    pub fn intern(&mut self, c: &unwind::Capture) -> u32 {
+        let nodes = &mut self.nodes;
+        self.walker.intern(c, |parent, addr| nodes.child(parent, addr))
     }
 
     /// Updates this thread's aggregated-mode counters under its lock.

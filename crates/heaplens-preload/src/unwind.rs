@@ -363,7 +363,6 @@ impl Walker {
             // Deep frames about to be overwritten: keep them for when the program comes back.
             let len = self.cur.len;
             self.archive.copy_prefix(&self.cur, len);
-            self.archive.node[..len].copy_from_slice(&self.cur.node[..len]);
             self.archive.len = len;
             self.archive.whole = true;
         }
@@ -391,7 +390,11 @@ impl Walker {
     /// for the kept prefixes' nodes to be known.
     #[inline]
     pub fn intern(&mut self, c: &Capture, mut intern: impl FnMut(u32, u64) -> u32) -> u32 {
-        if c.from_archive {
+        if c.saved_archive {
+            // The previous stack's nodes are still in place: only frames from `keep` on change.
+            let len = self.archive.len;
+            self.archive.node[..len].copy_from_slice(&self.cur.node[..len]);
+        } else if c.from_archive {
             self.cur.node[..c.keep].copy_from_slice(&self.archive.node[..c.keep]);
         }
         let mut id = if c.keep > 0 { self.cur.node[c.keep - 1] } else { 0 };
