@@ -146,7 +146,7 @@ struct PipeSink {
     sym_tx: Option<Sender<SymMsg>>,
     ahead: Arc<Ahead>,
     /// Blocks sent and maybe not decoded yet, oldest first.
-    pending: VecDeque<(u32, Arc<SharedBlock>)>,
+    pending: VecDeque<Arc<SharedBlock>>,
 }
 
 impl PipeSink {
@@ -154,15 +154,15 @@ impl PipeSink {
     /// stopped it.
     fn decode_pending(&mut self) -> bool {
         loop {
-            while self.pending.front().is_some_and(|(_, b)| b.taken()) {
+            while self.pending.front().is_some_and(|b| b.taken()) {
                 self.pending.pop_front();
             }
-            let Some((tid, b)) = self.pending.front() else { return true };
+            let Some(b) = self.pending.front() else { return true };
             if self.ahead.stop.load(Ordering::Acquire) {
                 self.pending.clear();
                 return true;
             }
-            if !self.ahead.decode(b, *tid) {
+            if !self.ahead.decode(b) {
                 return false;
             }
             self.pending.pop_front();
@@ -184,7 +184,7 @@ impl Sink for PipeSink {
         let _ = self.ev_tx.send(Msg::Events(tid, b.clone()));
         // Reading comes first: blocks are decoded ahead only once the file is read, for the
         // part of the replay that is left then.
-        self.pending.push_back((tid, b));
+        self.pending.push_back(b);
     }
     fn process(&mut self, p: &ProcessRecord) {
         let _ = self.ev_tx.send(Msg::Process(p.sample_rate, p.time_source, p.pid));
@@ -292,7 +292,7 @@ fn stream_replay(rx: Receiver<Msg>, ahead: Arc<Ahead>) -> (Streamed, Result<Trac
                     }
                     let (max_key, replayed) =
                         s.state.as_ref().map_or(((0, 0), false), |st| (st.max_key(), st.replayed()));
-                    if !s.merger.push(i, tid, payload, max_key, replayed) && s.in_order {
+                    if !s.merger.push(i, payload, max_key, replayed) && s.in_order {
                         s.out_of_order();
                     }
                 }

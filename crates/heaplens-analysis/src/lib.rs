@@ -17,6 +17,7 @@ mod decode;
 mod live;
 pub mod load;
 mod merge;
+mod rows;
 pub mod model;
 pub mod paths;
 pub mod progress;

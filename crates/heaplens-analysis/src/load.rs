@@ -270,9 +270,11 @@ impl Trace {
                     t.health.end_seen = true;
                     EndRecord::decode(&payload).map(|e| t.end = Some(e)).is_ok()
                 }
-                BlockKind::Events => match crate::decode::header(&payload) {
-                    Some((tid, _)) => {
-                        sink.events(&mut t, tid, payload);
+                BlockKind::Events | BlockKind::EventColumns => match crate::decode::header(&payload) {
+                    Some(tid) => {
+                        let layout =
+                            if kind == BlockKind::Events { crate::decode::ROWS } else { crate::decode::COLUMNS };
+                        sink.events(&mut t, tid, crate::decode::tagged(payload, layout));
                         true
                     }
                     None => false,

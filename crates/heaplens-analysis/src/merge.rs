@@ -12,8 +12,8 @@
 //! already replayed, and [`Merger::push`] checks that assumption for every block that arrives;
 //! when it fails the caller replays again from the start ([`Merger::rewind`]).
 //!
-//! Payloads are decoded where they are replayed, or ahead by the reader thread once it has read
-//! the whole file ([`Ahead`]): whichever thread claims a block first decodes it.
+//! Payloads are decoded whole, where they are replayed or ahead by the reader thread once it has
+//! read the whole file ([`Ahead`]): whichever thread claims a block first decodes it.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use heaplens_trace::Event;
 
-use crate::decode::{header, next_event, DecodeState};
+use crate::decode::decode_all;
 use crate::replay::{Counter, Counts, State};
 
 /// Events decoded ahead of the replay (by the reader thread), capped so that blocks the
@@ -64,7 +64,7 @@ pub(crate) struct Ahead {
 impl Ahead {
     /// Decodes `b` if nobody claimed it and not too much is decoded already; false when the
     /// cap stopped it (try again later).
-    pub fn decode(&self, b: &SharedBlock, tid: u32) -> bool {
+    pub fn decode(&self, b: &SharedBlock) -> bool {
         if self.in_flight.load(Ordering::Acquire) >= AHEAD_CAP {
             return false;
         }
@@ -73,7 +73,7 @@ impl Ahead {
         }
         let mut evs = self.pool.lock().map(|mut p| p.pop()).ok().flatten().unwrap_or_default();
         evs.clear();
-        let bad = decode_all(&b.payload, tid, &mut evs);
+        let bad = decode_all(&b.payload, &mut evs);
         let n = evs.len() as u64;
         let Ok(mut d) = b.decoded.lock() else { return true };
         if b.state.compare_exchange(1, 2, Ordering::AcqRel, Ordering::Acquire).is_ok() {
@@ -116,33 +116,6 @@ impl Ahead {
     }
 }
 
-/// Decodes a whole payload into `out`; true when it is malformed part-way.
-fn decode_all(d: &[u8], tid: u32, out: &mut Vec<Event>) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "bmi2")]
-    unsafe fn with_pext(d: &[u8], tid: u32, out: &mut Vec<Event>) -> bool {
-        decode_all_with::<true>(d, tid, out)
-    }
-    #[cfg(target_arch = "x86_64")]
-    if crate::decode::fast_pext() {
-        // SAFETY: the processor has BMI2.
-        return unsafe { with_pext(d, tid, out) };
-    }
-    decode_all_with::<false>(d, tid, out)
-}
-
-#[inline(always)]
-fn decode_all_with<const PEXT: bool>(d: &[u8], tid: u32, out: &mut Vec<Event>) -> bool {
-    let Some((_, mut s)) = header(d) else { return false };
-    while s.pos < d.len() {
-        match next_event::<PEXT>(d, &mut s, tid) {
-            Some(e) => out.push(e),
-            None => return true,
-        }
-    }
-    false
-}
-
 /// A stream's payloads.
 enum Blocks<'a> {
     Borrowed(&'a [Vec<u8>]),
@@ -168,36 +141,31 @@ impl Blocks<'_> {
 
 /// One thread's payloads and where its decoding stands.
 pub(crate) struct Stream<'a> {
-    tid: u32,
     blocks: Blocks<'a>,
     /// The current payload; `blk == len` when every payload in memory was used.
     blk: usize,
-    /// Decoding state in the current payload (`None`: not opened yet).
-    dec: Option<DecodeState>,
-    /// The current payload's events when they were decoded ahead: (events, next, malformed).
+    /// The current payload's events (`None`: not opened yet): (events, next, malformed).
     pre: Option<(Vec<Event>, usize, bool)>,
+    /// An emptied events buffer for the next payload.
+    spare: Vec<Event>,
     /// The next event, decoded but not replayed (it is in the heap).
     head: Option<Event>,
 }
 
 impl Stream<'_> {
-    /// Opens payload `blk`: from its events decoded ahead, or for decoding here. False when it
-    /// has no thread id (such payloads are dropped at load; be safe anyway).
+    /// Opens payload `blk`: takes its events decoded ahead, or decodes them here.
     #[inline(always)]
-    fn open(&mut self, ahead: Option<&Ahead>) -> bool {
+    fn open(&mut self, ahead: Option<&Ahead>) {
         if let (Some(a), Blocks::Shared(b)) = (ahead, &self.blocks) {
             if let Some((evs, bad)) = a.claim(&b[self.blk]) {
                 self.pre = Some((evs, 0, bad));
-                return true;
+                return;
             }
         }
-        match self.blocks.payload(self.blk).and_then(header) {
-            Some((_, s)) => {
-                self.dec = Some(s);
-                true
-            }
-            None => false,
-        }
+        let mut evs = std::mem::take(&mut self.spare);
+        evs.clear();
+        let bad = self.blocks.payload(self.blk).is_some_and(|d| decode_all(d, &mut evs));
+        self.pre = Some((evs, 0, bad));
     }
 
     /// Moves on to the next payload.
@@ -205,12 +173,12 @@ impl Stream<'_> {
     fn close(&mut self, ahead: Option<&Ahead>, malformed: &mut u64) {
         if let Some((evs, _, bad)) = self.pre.take() {
             *malformed += u64::from(bad);
-            if let Some(a) = ahead {
-                a.recycle(evs);
+            match ahead {
+                Some(a) => a.recycle(evs),
+                None => self.spare = evs,
             }
         }
         self.blk += 1;
-        self.dec = None;
     }
 
     /// The next event in memory, moving on to the next payload at the end of one (or at a
@@ -220,21 +188,13 @@ impl Stream<'_> {
             if self.blk >= self.blocks.len() {
                 return None;
             }
-            if self.pre.is_none() && self.dec.is_none() && !self.open(ahead) {
-                self.blk += 1;
-                continue;
+            if self.pre.is_none() {
+                self.open(ahead);
             }
             if let Some((evs, next, _)) = &mut self.pre {
                 if let Some(&e) = evs.get(*next) {
                     *next += 1;
                     return Some(e);
-                }
-            } else if let (Some(s), Some(d)) = (&mut self.dec, self.blocks.payload(self.blk)) {
-                if s.pos < d.len() {
-                    if let Some(e) = next_event::<false>(d, s, self.tid) {
-                        return Some(e);
-                    }
-                    *malformed += 1;
                 }
             }
             self.close(ahead, malformed);
@@ -257,13 +217,12 @@ impl<'a> Merger<'a> {
     /// of first appearance).
     pub fn borrowed(threads: &'a [(u32, Vec<Vec<u8>>)]) -> Self {
         let mut m = Merger { streams: Vec::new(), heap: BinaryHeap::new(), malformed: 0, ahead: None };
-        for (tid, blocks) in threads {
+        for (_, blocks) in threads {
             m.streams.push(Stream {
-                tid: *tid,
                 blocks: Blocks::Borrowed(blocks),
                 blk: 0,
-                dec: None,
                 pre: None,
+                spare: Vec::new(),
                 head: None,
             });
         }
@@ -280,14 +239,13 @@ impl<'a> Merger<'a> {
     /// Adds a payload of stream `i` (a new stream when `i` is the number of streams). Returns
     /// false when its first event is older than what was already replayed (`max_key`), which
     /// the streaming replay assumed could not happen.
-    pub fn push(&mut self, i: u32, tid: u32, block: Arc<SharedBlock>, max_key: (u64, u32), replayed: bool) -> bool {
+    pub fn push(&mut self, i: u32, block: Arc<SharedBlock>, max_key: (u64, u32), replayed: bool) -> bool {
         if i as usize == self.streams.len() {
             self.streams.push(Stream {
-                tid,
                 blocks: Blocks::Shared(Vec::new()),
                 blk: 0,
-                dec: None,
                 pre: None,
+                spare: Vec::new(),
                 head: None,
             });
         }
@@ -314,7 +272,6 @@ impl<'a> Merger<'a> {
         self.malformed = 0;
         for (i, s) in self.streams.iter_mut().enumerate() {
             s.blk = 0;
-            s.dec = None;
             s.pre = None;
             s.head = s.next(None, &mut self.malformed);
             if let Some(e) = &s.head {
@@ -333,22 +290,6 @@ impl<'a> Merger<'a> {
     }
 
     fn run_counting<C: Counter>(&mut self, st: &mut Counts<C>, horizon: u64) {
-        #[cfg(target_arch = "x86_64")]
-        if crate::decode::fast_pext() {
-            // SAFETY: the processor has BMI2.
-            return unsafe { self.run_pext(st, horizon) };
-        }
-        self.run_with::<C, false>(st, horizon);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "bmi2")]
-    unsafe fn run_pext<C: Counter>(&mut self, st: &mut Counts<C>, horizon: u64) {
-        self.run_with::<C, true>(st, horizon);
-    }
-
-    #[inline(always)]
-    fn run_with<C: Counter, const PEXT: bool>(&mut self, st: &mut Counts<C>, horizon: u64) {
         let ahead = self.ahead.clone();
         let ahead = ahead.as_deref();
         while let Some(&Reverse((ts, i))) = self.heap.peek() {
@@ -370,9 +311,8 @@ impl<'a> Merger<'a> {
                 if s.blk >= s.blocks.len() {
                     break;
                 }
-                if s.pre.is_none() && s.dec.is_none() && !s.open(ahead) {
-                    s.blk += 1;
-                    continue;
+                if s.pre.is_none() {
+                    s.open(ahead);
                 }
                 if let Some((evs, next, _)) = &mut s.pre {
                     for &e in &evs[*next..] {
@@ -383,22 +323,6 @@ impl<'a> Merger<'a> {
                             break 'payloads;
                         }
                         *next += 1;
-                        st.event(&e, &mut last);
-                        n += 1;
-                        last_ts = e.ts;
-                        max_ts = max_ts.max(e.ts);
-                    }
-                } else if let (Some(ds), Some(d)) = (&mut s.dec, s.blocks.payload(s.blk)) {
-                    while ds.pos < d.len() {
-                        let Some(e) = next_event::<PEXT>(d, ds, s.tid) else {
-                            self.malformed += 1;
-                            break;
-                        };
-                        if (e.ts, i) >= limit {
-                            s.head = Some(e);
-                            self.heap.push(Reverse((e.ts, i)));
-                            break 'payloads;
-                        }
                         st.event(&e, &mut last);
                         n += 1;
                         last_ts = e.ts;

@@ -19,6 +19,7 @@
 //! [`aggregate`]), `HEAPLENS_INTERN=thread|writer` (who interns stacks, see [`resolve`]; by
 //! default the writer while it has a processor to itself).
 
+pub mod activity;
 pub mod aggregate;
 pub mod hooks;
 pub mod intern;

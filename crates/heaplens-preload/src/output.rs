@@ -11,8 +11,9 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use heaplens_trace::record::EndRecord;
-use heaplens_trace::{BlockKind, BlockWriter, ModuleRecord, ProcessRecord, ThreadName};
+use heaplens_trace::{BlockKind, BlockWriter, ColumnEncoder, ModuleRecord, ProcessRecord, ThreadName};
 
+use crate::activity::Activity;
 use crate::{intern, modules, procinfo, resolve, thread, tls};
 
 /// The open trace, and where it is.
@@ -21,6 +22,12 @@ pub struct Sink {
     /// The path of this process's trace.
     pub path: PathBuf,
     events: u64,
+    /// Turns the threads' row payloads into EventColumns payloads (a third of the size once
+    /// compressed); its buffers are kept from block to block.
+    columns: ColumnEncoder,
+    column_buf: Vec<u8>,
+    /// Which threads are busy: columns only while one processor is left for the writer.
+    activity: Activity,
 }
 
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
@@ -100,7 +107,7 @@ pub fn open(path: &Path, process: &ProcessRecord) -> io::Result<PathBuf> {
                 writer.write_block(BlockKind::Process, &process.encode())?;
                 writer.write_block(BlockKind::Clock, &procinfo::clock_sync().encode())?;
                 *SINK.lock().map_err(|_| io::Error::other("poisoned"))? =
-                    Some(Sink { writer, path: p.clone(), events: 0 });
+                    Some(Sink { writer, path: p.clone(), events: 0, columns: ColumnEncoder::default(), column_buf: Vec::new(), activity: Activity::default() });
                 return Ok(p);
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
@@ -224,7 +231,17 @@ pub fn write_pending() {
             Payload::Converted(out) => &out[..],
             Payload::Final(buf, len) => &buf[..*len],
         };
-        result = result.and_then(|()| s.writer.write_block(BlockKind::Events, bytes));
+        s.column_buf.clear();
+        // Columns cost the writer about as much as compressing: only worth it on a processor
+        // the program's threads are not using.
+        let now = procinfo::now_ns();
+        s.activity.saw(heaplens_trace::varint::read_var(bytes, &mut 0).unwrap_or(0) as u32, now);
+        let columns = s.activity.busy(now) < thread::cpus() && s.columns.encode(bytes, &mut s.column_buf).is_ok();
+        result = result.and_then(|()| match columns {
+            true => s.writer.write_block(BlockKind::EventColumns, &s.column_buf),
+            // Rows that do not decode cannot be columns either: keep them as they are.
+            false => s.writer.write_block(BlockKind::Events, bytes),
+        });
         s.events += 1;
         if let Payload::Final(buf, _) = payload {
             pool.push(buf);

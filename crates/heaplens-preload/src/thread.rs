@@ -56,16 +56,22 @@ pub fn set_cpus(n: usize) {
     CPUS.store(n, Ordering::Relaxed);
 }
 
+/// The processors the program may use, as [`set_cpus`] set it.
+pub fn cpus() -> usize {
+    CPUS.load(Ordering::Relaxed)
+}
+
 /// Sets the count of recording threads (after fork, where only the forking thread lives on).
 pub fn set_live(n: usize) {
     LIVE.store(n, Ordering::Relaxed);
 }
 
 /// True when new stacks should go to the writer as commands: fewer recording threads than
-/// processors. With as many busy threads as processors the writer's extra work would only
-/// take their time, and interning in place, from a cache each thread keeps, costs less.
+/// processors, so that the writer has a processor of its own. With as many threads as
+/// processors the writer's extra work would only take their time, and interning in place, from
+/// a cache each thread keeps, costs less.
 #[inline(always)]
-fn defer_stacks() -> bool {
+pub fn spare_processor() -> bool {
     LIVE.load(Ordering::Relaxed) < CPUS.load(Ordering::Relaxed)
 }
 
@@ -139,7 +145,7 @@ impl ThreadState {
         caller: &unwind::Caller,
         encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder),
     ) {
-        let deferred = defer_stacks();
+        let deferred = spare_processor();
         let switch = deferred != self.deferred;
         if switch {
             // Neither side knows the other's nodes: start the chains over.

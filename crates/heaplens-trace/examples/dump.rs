@@ -8,6 +8,7 @@ fn main() {
     let verbose = args.iter().any(|a| a == "-v");
     let mut r = TraceReader::open(std::path::Path::new(&args[1])).expect("open");
     let (mut events, mut nodes) = (0u64, 0u64);
+    let mut columns = ColumnDecoder::default();
     while let Some((kind, p)) = r.next_block().expect("read") {
         match kind {
             BlockKind::Process => println!("{:?}", ProcessRecord::decode(&p)),
@@ -25,11 +26,20 @@ fn main() {
                     }
                 }
             }
-            BlockKind::Events => {
-                let d = EventDecoder::new(&p).unwrap();
+            BlockKind::Events | BlockKind::EventColumns => {
+                let rows = if kind == BlockKind::Events {
+                    p.clone()
+                } else {
+                    let mut rows = Vec::new();
+                    if let Err(e) = columns.to_rows(&p, &mut rows) {
+                        println!("damaged event columns: {e}");
+                    }
+                    rows
+                };
+                let d = EventDecoder::new(&rows).unwrap();
                 let tid = d.tid();
                 let evs: Vec<_> = d.collect();
-                println!("events tid={tid} n={} bytes={}", evs.len(), p.len());
+                println!("events ({kind:?}) tid={tid} n={} bytes={}", evs.len(), p.len());
                 events += evs.len() as u64;
                 if verbose {
                     for e in evs {

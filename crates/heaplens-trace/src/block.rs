@@ -22,7 +22,7 @@ pub enum BlockKind {
     Modules = 2,
     /// [`crate::StackNode`]s: new nodes of the call-stack trie.
     Stacks = 3,
-    /// Allocation and deallocation [`crate::Event`]s of one thread.
+    /// Allocation and deallocation [`crate::Event`]s of one thread, as rows ([`crate::event`]).
     Events = 4,
     /// A [`crate::ThreadName`].
     ThreadName = 5,
@@ -35,6 +35,9 @@ pub enum BlockKind {
     Clock = 8,
     /// An [`crate::AggregateRecord`]: counters of the aggregated (long-run) mode.
     Aggregate = 9,
+    /// The same as [`BlockKind::Events`] stored field by field ([`crate::columns`]): what the
+    /// monitor writes.
+    EventColumns = 10,
 }
 
 impl BlockKind {
@@ -50,6 +53,7 @@ impl BlockKind {
             7 => Self::End,
             8 => Self::Clock,
             9 => Self::Aggregate,
+            10 => Self::EventColumns,
             _ => return None,
         })
     }

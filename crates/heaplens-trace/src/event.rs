@@ -28,8 +28,15 @@ macro_rules! ops {
 
         impl Op {
             /// Decodes an op byte.
+            #[inline(always)]
             pub fn from_u8(b: u8) -> Option<Op> {
-                match b { $($val => Some(Op::$name),)* _ => None }
+                // A table, not a match: decoders call this once per event.
+                static TABLE: [Option<Op>; 256] = {
+                    let mut t = [None; 256];
+                    $(t[$val] = Some(Op::$name);)*
+                    t
+                };
+                TABLE[b as usize]
             }
             /// Which shape of record this op has.
             pub fn class(self) -> OpClass {
@@ -254,6 +261,17 @@ impl EventEncoder {
         put_at(buf, pos, zigzag(usable.wrapping_sub(size) as i64));
     }
 
+    /// Encodes a decoded event again, whatever its shape; `buf` needs [`MAX_EVENT_LEN`] bytes
+    /// free at `*pos`.
+    #[inline]
+    pub fn event(&mut self, buf: &mut [u8], pos: &mut usize, e: &Event) {
+        match e.op.class() {
+            OpClass::Alloc => self.alloc(buf, pos, e.op, e.ts, e.addr, e.size, e.usable, e.stack),
+            OpClass::Realloc => self.realloc(buf, pos, e.op, e.ts, e.old_addr, e.addr, e.size, e.usable, e.stack),
+            OpClass::Dealloc => self.dealloc(buf, pos, e.op, e.ts, e.addr),
+        }
+    }
+
     /// Encodes a deallocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.
     #[inline(always)]
     pub fn dealloc(&mut self, buf: &mut [u8], pos: &mut usize, op: Op, ts: u64, addr: u64) {
@@ -287,6 +305,7 @@ impl<'a> EventDecoder<'a> {
         self.tid
     }
 
+    #[inline(always)]
     fn next_event(&mut self) -> Option<Event> {
         let op = Op::from_u8(self.c.u8()?)?;
         let ts = self.prev_ts.wrapping_add(self.c.var()?);
@@ -314,6 +333,7 @@ impl<'a> EventDecoder<'a> {
 impl Iterator for EventDecoder<'_> {
     type Item = Result<Event, crate::record::Malformed>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed || self.c.is_empty() {
             return None;

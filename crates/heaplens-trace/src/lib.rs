@@ -17,6 +17,7 @@
 pub mod aggregate;
 pub mod block;
 pub mod clock;
+pub mod columns;
 pub mod event;
 pub mod reader;
 pub mod record;
@@ -25,6 +26,7 @@ pub mod writer;
 
 pub use aggregate::{AggregateRecord, SizeCounters, StackCounters};
 pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};
+pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use clock::{ClockSync, TimeMap, TimeSource};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{ReadError, ReadStatus, TraceReader};

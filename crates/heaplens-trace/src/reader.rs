@@ -42,6 +42,8 @@ pub struct TraceReader<R: Read> {
     status: ReadStatus,
     done: bool,
     stored: Vec<u8>,
+    /// One decompression context for every block (creating one costs more than a small block).
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -74,7 +76,7 @@ impl<R: Read> TraceReader<R> {
             return Err(ReadError::UnsupportedVersion(version));
         }
         let status = ReadStatus { offset: FILE_HEADER_LEN as u64, ..Default::default() };
-        Ok(Self { input, status, done: false, stored: Vec::new() })
+        Ok(Self { input, status, done: false, stored: Vec::new(), zstd: None })
     }
 
     /// What has been read so far, and whether the file was damaged.
@@ -117,9 +119,15 @@ impl<R: Read> TraceReader<R> {
             let payload = match h.codec {
                 c if c == Codec::Raw as u8 => Some(self.stored.clone()),
                 c if c == Codec::Lz4 as u8 => lz4_flex::block::decompress(&self.stored, h.raw_len as usize).ok(),
-                c if c == Codec::Zstd as u8 => zstd::bulk::decompress(&self.stored, h.raw_len as usize)
-                    .ok()
-                    .filter(|p| p.len() == h.raw_len as usize),
+                c if c == Codec::Zstd as u8 => {
+                    if self.zstd.is_none() {
+                        self.zstd = zstd::bulk::Decompressor::new().ok();
+                    }
+                    self.zstd
+                        .as_mut()
+                        .and_then(|z| z.decompress(&self.stored, h.raw_len as usize).ok())
+                        .filter(|p| p.len() == h.raw_len as usize)
+                }
                 _ => None,
             };
             let Some(payload) = payload else {

@@ -4,7 +4,7 @@
 pub const MAX_LEN: usize = 10;
 
 /// Appends `v` as an unsigned LEB128 varint (1 to 10 bytes).
-#[inline]
+#[inline(always)]
 pub fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -41,7 +41,88 @@ pub fn unzigzag(v: u64) -> i64 {
 
 /// Reads an unsigned LEB128 varint from `d` at `*pos` and moves `*pos` past it. `None` at the
 /// end of input or for a varint longer than 64 bits (then `*pos` is left inside it).
+#[inline(always)]
 pub fn read_var(d: &[u8], pos: &mut usize) -> Option<u64> {
+    if let Some(bytes) = d.get(*pos..*pos + 8) {
+        // One byte is the common case of most columns, and in a column a predictable branch.
+        if bytes[0] < 0x80 {
+            *pos += 1;
+            return Some(u64::from(bytes[0]));
+        }
+        // Up to 8 bytes without a branch per byte: find the terminating byte (high bit clear),
+        // keep the bytes up to it and squeeze out the continuation bits.
+        let w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+        let stops = !w & 0x8080_8080_8080_8080;
+        if stops != 0 {
+            let bits = stops.trailing_zeros() + 1;
+            *pos += (bits / 8) as usize;
+            return Some(squeeze(if bits == 64 { w } else { w & ((1u64 << bits) - 1) }));
+        }
+    }
+    read_var_slow(d, pos)
+}
+
+/// Decodes up to `n` varints from the start of `d` into `out` (after clearing it), stopping early
+/// at a malformed or missing one. Takes eight bytes at a time and every varint that ends in
+/// them, so a column of small numbers is not one long chain of dependent reads.
+pub fn read_vars(d: &[u8], n: usize, out: &mut Vec<u64>) {
+    // Every varint takes at least a byte.
+    let cap = n.min(d.len());
+    out.clear();
+    out.resize(cap, 0);
+    let o = &mut out[..];
+    let (mut k, mut pos) = (0usize, 0usize);
+    while k + 8 <= cap {
+        let Some(bytes) = d.get(pos..pos + 8) else { break };
+        let w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+        let mut stops = !w & 0x8080_8080_8080_8080;
+        if stops == 0x8080_8080_8080_8080 {
+            // Eight one-byte numbers.
+            for (j, v) in o[k..k + 8].iter_mut().enumerate() {
+                *v = (w >> (8 * j)) & 0xff;
+            }
+            k += 8;
+            pos += 8;
+            continue;
+        }
+        if stops == 0 {
+            break;
+        }
+        let mut start = 0u32;
+        while stops != 0 {
+            let end = stops.trailing_zeros() + 1;
+            let bits = w >> start;
+            let len = end - start;
+            o[k] = squeeze(if len == 64 { bits } else { bits & ((1u64 << len) - 1) });
+            k += 1;
+            start = end;
+            stops &= stops - 1;
+        }
+        pos += (start / 8) as usize;
+    }
+    while k < cap {
+        match read_var(d, &mut pos) {
+            Some(v) => o[k] = v,
+            None => break,
+        }
+        k += 1;
+    }
+    out.truncate(k);
+}
+
+/// Squeezes the continuation bits out of up to 8 varint bytes (little-endian in `x`, bytes past
+/// the varint already cleared): their value.
+#[inline(always)]
+pub fn squeeze(x: u64) -> u64 {
+    let x = x & 0x7f7f_7f7f_7f7f_7f7f;
+    let x = (x & 0x007f_007f_007f_007f) | ((x >> 1) & 0x3f80_3f80_3f80_3f80);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x >> 2) & 0x0fff_c000_0fff_c000);
+    (x & 0x0000_0000_0fff_ffff) | ((x >> 4) & 0x00ff_ffff_f000_0000)
+}
+
+/// Byte by byte: near the end of the input and for varints longer than 8 bytes.
+#[inline(never)]
+fn read_var_slow(d: &[u8], pos: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     let mut shift = 0u32;
     loop {
@@ -68,16 +149,19 @@ pub struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     /// A cursor at the start of `data`.
+    #[inline]
     pub fn new(data: &'a [u8]) -> Self {
         Self { data, pos: 0 }
     }
 
     /// True when every byte has been read.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.pos >= self.data.len()
     }
 
     /// Reads one byte.
+    #[inline]
     pub fn u8(&mut self) -> Option<u8> {
         let b = *self.data.get(self.pos)?;
         self.pos += 1;
@@ -85,11 +169,13 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads an unsigned varint.
+    #[inline]
     pub fn var(&mut self) -> Option<u64> {
         read_var(self.data, &mut self.pos)
     }
 
     /// Reads a zigzag-encoded signed varint.
+    #[inline]
     pub fn svar(&mut self) -> Option<i64> {
         self.var().map(unzigzag)
     }
@@ -135,6 +221,52 @@ mod tests {
         for v in [0i64, -1, 1, i64::MIN, i64::MAX, -4096] {
             assert_eq!(unzigzag(zigzag(v)), v);
         }
+    }
+
+    #[test]
+    fn varints_of_every_length_near_the_end_of_input() {
+        let mut vals = vec![0u64, 1, 127, 128, 255, 300, 16383, 16384, u64::MAX, u64::MAX >> 1];
+        for shift in 0..64 {
+            vals.push(1 << shift);
+            vals.push((1 << shift) - 1);
+            vals.push((1u64 << shift) | 0x5555_5555_5555_5555 >> (63 - shift));
+        }
+        let mut buf = Vec::new();
+        for &v in &vals {
+            put(&mut buf, v);
+        }
+        for pad in 0..12 {
+            let mut d = buf.clone();
+            d.extend(std::iter::repeat_n(0xffu8, pad));
+            let (mut pos, mut slow) = (0, 0);
+            for &v in &vals {
+                assert_eq!(read_var(&d, &mut pos), Some(v));
+                assert_eq!(read_var_slow(&d, &mut slow), Some(v));
+            }
+            assert_eq!(pos, buf.len());
+            // Trailing 0xff bytes: an unterminated varint.
+            assert_eq!(read_var(&d, &mut pos), None);
+        }
+    }
+
+    #[test]
+    fn bulk_reads_match_single_reads() {
+        let mut d = Vec::new();
+        for i in 0..1000u64 {
+            put(&mut d, if i % 37 < 30 { i % 100 } else { i * 1_000_003 });
+        }
+        let mut single = Vec::new();
+        let mut pos = 0;
+        while let Some(v) = read_var(&d, &mut pos) {
+            single.push(v);
+        }
+        let mut bulk = Vec::new();
+        for n in [0, 7, 8, 9, 500, 1000, 5000] {
+            read_vars(&d, n, &mut bulk);
+            assert_eq!(bulk[..], single[..n.min(1000)]);
+        }
+        read_vars(&d[..d.len() - 1], 1000, &mut bulk);
+        assert_eq!(bulk.len(), 999);
     }
 
     #[test]

@@ -1,0 +1,46 @@
+//! Which threads are recording right now: those whose events reached the writer within the last
+//! [`WINDOW_NS`]. The writer takes on optional work (encoding events as columns) only while
+//! fewer threads are busy than there are processors, so that the work runs on a processor the
+//! program leaves idle instead of taking time from the program's threads.
+
+/// How long a thread counts as busy after its last buffer, in nanoseconds: two of the writer's
+/// sweeps (every partly filled buffer is flushed every 100 ms).
+pub const WINDOW_NS: u64 = 200_000_000;
+
+/// Threads seen recently, with when each was last seen (`CLOCK_MONOTONIC` nanoseconds).
+#[derive(Default)]
+pub struct Activity {
+    recent: Vec<(u32, u64)>,
+}
+
+impl Activity {
+    /// Notes that thread `tid` handed over events at `now`.
+    pub fn saw(&mut self, tid: u32, now: u64) {
+        match self.recent.iter_mut().find(|(t, _)| *t == tid) {
+            Some(e) => e.1 = now,
+            None => self.recent.push((tid, now)),
+        }
+    }
+
+    /// How many threads handed over events within the window before `now`.
+    pub fn busy(&mut self, now: u64) -> usize {
+        self.recent.retain(|&(_, seen)| now.saturating_sub(seen) < WINDOW_NS);
+        self.recent.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_stop_counting_after_the_window() {
+        let mut a = Activity::default();
+        a.saw(1, 0);
+        a.saw(2, 50_000_000);
+        a.saw(1, 100_000_000);
+        assert_eq!(a.busy(150_000_000), 2);
+        assert_eq!(a.busy(260_000_000), 1);
+        assert_eq!(a.busy(400_000_000), 0);
+    }
+}
