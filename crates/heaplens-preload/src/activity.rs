@@ -1,11 +1,15 @@
-//! Which threads are recording right now: those whose events reached the writer within the last
-//! [`WINDOW_NS`]. The writer takes on optional work (encoding events as columns) only while
-//! fewer threads are busy than there are processors, so that the work runs on a processor the
+//! Which threads are recording right now: those that handed the writer at least [`BUSY_BYTES`]
+//! of events at once (a filled buffer, not a sweep's few events) within the last [`WINDOW_NS`]. The writer takes on work the threads could do or skip (interning their new
+//! stacks, encoding events as columns) only while fewer threads are busy than there are
+//! processors (see [`crate::thread::spare_processor`]), so that it runs on a processor the
 //! program leaves idle instead of taking time from the program's threads.
 
 /// How long a thread counts as busy after its last buffer, in nanoseconds: two of the writer's
 /// sweeps (every partly filled buffer is flushed every 100 ms).
 pub const WINDOW_NS: u64 = 200_000_000;
+
+/// A hand-over at least this large marks its thread busy.
+pub const BUSY_BYTES: usize = 32 << 10;
 
 /// Threads seen recently, with when each was last seen (`CLOCK_MONOTONIC` nanoseconds).
 #[derive(Default)]
@@ -14,8 +18,11 @@ pub struct Activity {
 }
 
 impl Activity {
-    /// Notes that thread `tid` handed over events at `now`.
-    pub fn saw(&mut self, tid: u32, now: u64) {
+    /// Notes that thread `tid` handed over `bytes` of events at `now`.
+    pub fn saw(&mut self, tid: u32, bytes: usize, now: u64) {
+        if bytes < BUSY_BYTES {
+            return;
+        }
         match self.recent.iter_mut().find(|(t, _)| *t == tid) {
             Some(e) => e.1 = now,
             None => self.recent.push((tid, now)),
@@ -36,9 +43,10 @@ mod tests {
     #[test]
     fn threads_stop_counting_after_the_window() {
         let mut a = Activity::default();
-        a.saw(1, 0);
-        a.saw(2, 50_000_000);
-        a.saw(1, 100_000_000);
+        a.saw(1, BUSY_BYTES, 0);
+        a.saw(2, BUSY_BYTES, 50_000_000);
+        a.saw(1, BUSY_BYTES, 100_000_000);
+        a.saw(3, 100, 100_000_000);
         assert_eq!(a.busy(150_000_000), 2);
         assert_eq!(a.busy(260_000_000), 1);
         assert_eq!(a.busy(400_000_000), 0);

@@ -39,6 +39,8 @@ static POOL: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
 /// Non-event blocks waiting to be written (modules, thread names).
 static EXTRA: Mutex<Vec<(BlockKind, Vec<u8>)>> = Mutex::new(Vec::new());
 static WRITER_RUNNING: AtomicBool = AtomicBool::new(false);
+/// Most bytes of one thread's rows that make one EventColumns block.
+const GROUP_BYTES: usize = 1 << 20;
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// An empty event buffer of [`thread::buffer_bytes`].
@@ -173,6 +175,15 @@ enum Payload {
     Final(Box<[u8]>, usize),
 }
 
+impl Payload {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Converted(out) => &out[..],
+            Payload::Final(buf, len) => &buf[..*len],
+        }
+    }
+}
+
 /// Writes everything queued: module and thread records, new stack nodes, then event buffers,
 /// converted from the threads' stack commands to stack ids (see [`resolve`]). Conversion runs
 /// under the trie's lock, which is handed over to the sink's: a thread's commands must be
@@ -226,23 +237,34 @@ pub fn write_pending() {
     if !stacks.is_empty() {
         result = result.and_then(|()| s.writer.write_block(BlockKind::Stacks, &stacks));
     }
-    for payload in events {
-        let bytes = match &payload {
-            Payload::Converted(out) => &out[..],
-            Payload::Final(buf, len) => &buf[..*len],
-        };
+    let tid = |b: &[u8]| heaplens_trace::varint::read_var(b, &mut 0).unwrap_or(0) as u32;
+    let mut i = 0;
+    while i < events.len() {
+        let now = procinfo::now_ns();
+        let t = tid(events[i].bytes());
+        s.activity.saw(t, events[i].bytes().len(), now);
+        thread::set_busy(s.activity.busy(now));
+        // One thread's consecutive buffers make one block, up to GROUP_BYTES of rows.
+        let (mut j, mut total) = (i + 1, events[i].bytes().len());
+        while j < events.len() && tid(events[j].bytes()) == t && total + events[j].bytes().len() <= GROUP_BYTES {
+            total += events[j].bytes().len();
+            j += 1;
+        }
+        let parts: Vec<&[u8]> = events[i..j].iter().map(Payload::bytes).collect();
         s.column_buf.clear();
         // Columns cost the writer about as much as compressing: only worth it on a processor
-        // the program's threads are not using.
-        let now = procinfo::now_ns();
-        s.activity.saw(heaplens_trace::varint::read_var(bytes, &mut 0).unwrap_or(0) as u32, now);
-        let columns = s.activity.busy(now) < thread::cpus() && s.columns.encode(bytes, &mut s.column_buf).is_ok();
-        result = result.and_then(|()| match columns {
-            true => s.writer.write_block(BlockKind::EventColumns, &s.column_buf),
-            // Rows that do not decode cannot be columns either: keep them as they are.
-            false => s.writer.write_block(BlockKind::Events, bytes),
-        });
-        s.events += 1;
+        // the program's threads are not using. Rows that do not decode stay rows.
+        if thread::spare_processor() && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
+            result = result.and_then(|()| s.writer.write_block(BlockKind::EventColumns, &s.column_buf));
+        } else {
+            for p in &parts {
+                result = result.and_then(|()| s.writer.write_block(BlockKind::Events, p));
+            }
+        }
+        s.events += (j - i) as u64;
+        i = j;
+    }
+    for payload in events {
         if let Payload::Final(buf, _) = payload {
             pool.push(buf);
         }
@@ -362,6 +384,7 @@ pub fn restart_in_child(process: &ProcessRecord, me: usize) {
         // Other threads do not exist in the child; their states are leaked, not touched.
         r.retain(|&p| p == me);
         thread::set_live(r.len());
+        thread::set_busy(usize::MAX);
     }
     WRITER_RUNNING.store(false, Ordering::Release);
     if let Ok(mut d) = DEFERRED.lock() {

@@ -49,16 +49,19 @@ pub struct ThreadState {
 /// left to the writer thread only while it has a processor of its own to intern them on.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static CPUS: AtomicUsize = AtomicUsize::new(1);
+/// Threads that handed the writer events lately (see [`crate::activity`]); `usize::MAX` until
+/// the writer has counted.
+static BUSY: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Sets how many threads handed the writer events lately.
+pub fn set_busy(n: usize) {
+    BUSY.store(n, Ordering::Relaxed);
+}
 
 /// Notes how many processors the process may use (at start-up): 0 makes every thread intern
 /// in place, `usize::MAX` leaves every stack to the writer.
 pub fn set_cpus(n: usize) {
     CPUS.store(n, Ordering::Relaxed);
-}
-
-/// The processors the program may use, as [`set_cpus`] set it.
-pub fn cpus() -> usize {
-    CPUS.load(Ordering::Relaxed)
 }
 
 /// Sets the count of recording threads (after fork, where only the forking thread lives on).
@@ -67,12 +70,21 @@ pub fn set_live(n: usize) {
 }
 
 /// True when new stacks should go to the writer as commands: fewer recording threads than
-/// processors, so that the writer has a processor of its own. With as many threads as
-/// processors the writer's extra work would only take their time, and interning in place, from
-/// a cache each thread keeps, costs less.
+/// processors. With as many threads as processors the writer's extra work would only take their
+/// time, and interning in place, from a cache each thread keeps, costs less. (Counting live
+/// threads, not busy ones, measured better: an idle main thread waiting on one worker leaves
+/// the writer a processor, but converting the worker's stacks and encoding its columns on it
+/// held the worker back.)
+#[inline(always)]
+fn defer_stacks() -> bool {
+    LIVE.load(Ordering::Relaxed) < CPUS.load(Ordering::Relaxed)
+}
+
+/// True when the writer has a processor of its own: fewer threads are recording (alive and
+/// lately busy) than there are processors. The writer then encodes events as columns.
 #[inline(always)]
 pub fn spare_processor() -> bool {
-    LIVE.load(Ordering::Relaxed) < CPUS.load(Ordering::Relaxed)
+    LIVE.load(Ordering::Relaxed).min(BUSY.load(Ordering::Relaxed)) < CPUS.load(Ordering::Relaxed)
 }
 
 /// Every live thread's state, so exit, fork and the writer can reach their buffers.
@@ -145,7 +157,7 @@ impl ThreadState {
         caller: &unwind::Caller,
         encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder),
     ) {
-        let deferred = spare_processor();
+        let deferred = defer_stacks();
         let switch = deferred != self.deferred;
         if switch {
             // Neither side knows the other's nodes: start the chains over.

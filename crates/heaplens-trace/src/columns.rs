@@ -151,6 +151,43 @@ impl AllocIndex {
     }
 }
 
+/// The events of a row payload as a plain iterator the compiler can inline (the writer thread
+/// runs it once per event): `Err` at the first malformed record.
+fn rows(d: &[u8]) -> impl Iterator<Item = Result<Event, Malformed>> + '_ {
+    let mut pos = 0;
+    let tid = read_var(d, &mut pos).unwrap_or(0) as u32;
+    let (mut prev_ts, mut prev_addr, mut failed) = (0u64, 0u64, false);
+    std::iter::from_fn(move || {
+        if failed || pos >= d.len() {
+            return None;
+        }
+        let mut one = || -> Option<Event> {
+            let op = Op::from_u8(d[pos])?;
+            pos += 1;
+            let ts = prev_ts.wrapping_add(read_var(d, &mut pos)?);
+            let addr = prev_addr.wrapping_add(unzigzag(read_var(d, &mut pos)?) as u64);
+            prev_ts = ts;
+            if addr != 0 {
+                prev_addr = addr;
+            }
+            let mut ev = Event { ts, tid, op, addr, old_addr: 0, size: 0, usable: 0, stack: 0 };
+            let class = op.class();
+            if class != OpClass::Dealloc {
+                if class == OpClass::Realloc {
+                    ev.old_addr = addr.wrapping_add(unzigzag(read_var(d, &mut pos)?) as u64);
+                }
+                ev.size = read_var(d, &mut pos)?;
+                ev.usable = ev.size.wrapping_add(unzigzag(read_var(d, &mut pos)?) as u64);
+                ev.stack = u32::try_from(read_var(d, &mut pos)?).ok()?;
+            }
+            Some(ev)
+        };
+        let ev = one();
+        failed = ev.is_none();
+        Some(ev.ok_or(Malformed("event")))
+    })
+}
+
 /// Turns row payloads ([`crate::event`]) into EventColumns payloads. Keeps its buffers between
 /// payloads; one per writer.
 #[derive(Default)]
@@ -166,22 +203,43 @@ impl ColumnEncoder {
     /// # Errors
     /// [`Malformed`] when `rows` does not decode (nothing is appended then).
     pub fn encode(&mut self, rows: &[u8], out: &mut Vec<u8>) -> Result<(), Malformed> {
+        self.encode_all(&[rows], out)
+    }
+
+    /// Appends one columnar payload holding the events of several row payloads of the same
+    /// thread, in order (a larger payload gives the address model and the compressor more to
+    /// go on).
+    ///
+    /// # Errors
+    /// [`Malformed`] when a part does not decode or belongs to another thread (nothing is
+    /// appended then).
+    pub fn encode_all(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Malformed> {
         self.model.reset();
         self.index.clear();
-        // Room for the most events `rows` can hold (three bytes is the shortest row), each
+        // Room for the most events the parts can hold (three bytes is the shortest row), each
         // number as long as a varint gets: no capacity checks per byte. The buffers stay.
-        let room = (rows.len() / 3 + 1) * crate::varint::MAX_LEN;
+        let room = (parts.iter().map(|p| p.len()).sum::<usize>() / 3 + 1) * crate::varint::MAX_LEN;
         for c in &mut self.cols {
             if c.len() < room {
                 c.resize(room, 0);
             }
         }
         let mut at = [0usize; SECTIONS];
-        let dec = EventDecoder::new(rows)?;
-        let tid = dec.tid();
+        let tid = EventDecoder::new(parts.first().copied().unwrap_or_default())?.tid();
+        for p in parts {
+            if EventDecoder::new(p)?.tid() != tid {
+                return Err(Malformed("event rows of another thread"));
+            }
+        }
         let (mut n, mut prev_ts, mut prev_stack) = (0u64, 0u64, 0u64);
         let [ops, dts, addrs, sizes, slacks, stacks, olds] = &mut self.cols;
-        for ev in dec {
+        let mut events = parts.iter().map(|p| rows(p));
+        let mut part = events.next();
+        while let Some(r) = &mut part {
+            let Some(ev) = r.next() else {
+                part = events.next();
+                continue;
+            };
             let ev = ev?;
             n += 1;
             ops[at[0]] = ev.op as u8;
@@ -477,6 +535,23 @@ mod tests {
             }
         }
         assert!(lens[4] * 2 < delta_bytes.len() as u64, "{} bytes against {}", lens[4], delta_bytes.len());
+    }
+
+    #[test]
+    fn parts_of_one_thread_make_one_payload() {
+        let evs = heap_events(3_000, 11);
+        let (a, b) = evs.split_at(1_234);
+        let (ra, rb) = (rows(a), rows(b));
+        let mut col = Vec::new();
+        ColumnEncoder::default().encode_all(&[&ra, &rb], &mut col).unwrap();
+        let mut back = Vec::new();
+        ColumnDecoder::default().decode(&col, |e| back.push(e)).unwrap();
+        assert_eq!(back, evs);
+        let mut other = rows(b);
+        other[0] = 8; // another thread id
+        let mut out = Vec::new();
+        assert!(ColumnEncoder::default().encode_all(&[&ra, &other], &mut out).is_err());
+        assert!(out.is_empty());
     }
 
     #[test]
