@@ -27,7 +27,7 @@ use crate::replay::{Counter, Counts, State};
 
 /// Events decoded ahead of the replay (by the reader thread), capped so that blocks the
 /// replay holds back do not pile up decoded.
-const AHEAD_CAP: u64 = 1 << 16;
+const AHEAD_CAP: u64 = 1 << 20;
 
 /// A payload that another thread may decode ahead of the replay. Whoever claims it first
 /// decodes it: the reader thread when it has time, else the replay itself.

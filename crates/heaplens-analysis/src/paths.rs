@@ -61,6 +61,12 @@ pub const ALLOCATOR_FRAMES: &[&str] = &[
     "std::sys::pal::unix::alloc::*",
 ];
 
+/// Whether paths drop a frame of function `name` wherever it sits at their ends
+/// ([`RUNTIME_FRAMES`], [`ALLOCATOR_FRAMES`]): the symbolizer then skips its DWARF.
+pub(crate) fn is_cut(name: &str) -> bool {
+    matches(name, RUNTIME_FRAMES) || matches(name, ALLOCATOR_FRAMES)
+}
+
 fn matches(name: &str, patterns: &[&str]) -> bool {
     patterns.iter().any(|p| match p.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),

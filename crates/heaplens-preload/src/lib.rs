@@ -17,7 +17,9 @@
 //! `HEAPLENS_STATS=1` (print capture counters at exit), `HEAPLENS_SAMPLE_RATE=BYTES` (sample
 //! allocations, see [`sampling`]), `HEAPLENS_AGGREGATE=1` (keep counters instead of events, see
 //! [`aggregate`]), `HEAPLENS_INTERN=thread|writer` (who interns stacks, see [`resolve`]; by
-//! default the writer while it has a processor to itself).
+//! default the writer while it has a processor to itself), `HEAPLENS_COLUMNS=0|1` (whether the
+//! writer encodes events as columns, see [`heaplens_trace::columns`]; by default while it has a
+//! processor to itself).
 
 pub mod activity;
 pub mod aggregate;
@@ -152,6 +154,11 @@ fn start() {
         Ok("thread") => 0,
         Ok("writer") => usize::MAX,
         _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    });
+    output::set_columns(match std::env::var("HEAPLENS_COLUMNS").as_deref() {
+        Ok("0") => Some(false),
+        Ok("1") => Some(true),
+        _ => None,
     });
     // SAFETY: plain function pointers with C ABI.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };

@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -39,6 +39,23 @@ static POOL: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
 /// Non-event blocks waiting to be written (modules, thread names).
 static EXTRA: Mutex<Vec<(BlockKind, Vec<u8>)>> = Mutex::new(Vec::new());
 static WRITER_RUNNING: AtomicBool = AtomicBool::new(false);
+/// Whether events are written as columns: 0 while the writer has a processor to itself
+/// ([`thread::spare_processor`]), 1 never, 2 always.
+static COLUMNS: AtomicU8 = AtomicU8::new(0);
+
+/// Forces events to columns (`Some(true)`) or rows (`Some(false)`); `None` leaves it to whether
+/// the writer has a processor to itself.
+pub fn set_columns(force: Option<bool>) {
+    COLUMNS.store(force.map_or(0, |c| if c { 2 } else { 1 }), Ordering::Relaxed);
+}
+
+fn columns_now() -> bool {
+    match COLUMNS.load(Ordering::Relaxed) {
+        0 => thread::spare_processor(),
+        mode => mode == 2,
+    }
+}
+
 /// Most bytes of one thread's rows that make one EventColumns block.
 const GROUP_BYTES: usize = 1 << 20;
 static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -254,7 +271,7 @@ pub fn write_pending() {
         s.column_buf.clear();
         // Columns cost the writer about as much as compressing: only worth it on a processor
         // the program's threads are not using. Rows that do not decode stay rows.
-        if thread::spare_processor() && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
+        if columns_now() && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
             result = result.and_then(|()| s.writer.write_block(BlockKind::EventColumns, &s.column_buf));
         } else {
             for p in &parts {

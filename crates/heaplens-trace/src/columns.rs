@@ -216,14 +216,6 @@ impl ColumnEncoder {
     pub fn encode_all(&mut self, parts: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Malformed> {
         self.model.reset();
         self.index.clear();
-        // Room for the most events the parts can hold (three bytes is the shortest row), each
-        // number as long as a varint gets: no capacity checks per byte. The buffers stay.
-        let room = (parts.iter().map(|p| p.len()).sum::<usize>() / 3 + 1) * crate::varint::MAX_LEN;
-        for c in &mut self.cols {
-            if c.len() < room {
-                c.resize(room, 0);
-            }
-        }
         let mut at = [0usize; SECTIONS];
         let tid = EventDecoder::new(parts.first().copied().unwrap_or_default())?.tid();
         for p in parts {
@@ -242,6 +234,15 @@ impl ColumnEncoder {
             };
             let ev = ev?;
             n += 1;
+            // Room for one more number per column, checked once per event rather than per byte.
+            for (c, &a) in [&mut *ops, &mut *dts, &mut *addrs, &mut *sizes, &mut *slacks, &mut *stacks, &mut *olds]
+                .into_iter()
+                .zip(&at)
+            {
+                if c.len() < a + crate::varint::MAX_LEN {
+                    c.resize((a + crate::varint::MAX_LEN) * 2, 0);
+                }
+            }
             ops[at[0]] = ev.op as u8;
             at[0] += 1;
             put_at(dts, &mut at[1], ev.ts.wrapping_sub(prev_ts));

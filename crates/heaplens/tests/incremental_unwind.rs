@@ -3,7 +3,8 @@
 //! `HEAPLENS_FULL_UNWIND=1`, and every table that depends on call stacks must come out equal.
 //! The incremental run leaves its stacks to the writer thread (stack commands replayed on a
 //! mirror of the walker's chains), the full run interns them in place, so the two interning
-//! paths are checked against each other too, whatever the machine's processor count.
+//! paths are checked against each other too, whatever the machine's processor count; and the
+//! first writes its events as columns, the second as rows, so the two layouts are as well.
 
 mod common;
 
@@ -28,6 +29,8 @@ fn both_ways(name: &str, env: &[(&str, &str)], program: &std::path::Path, args: 
         let mut e: Vec<(&str, &str)> = env.to_vec();
         e.push(("HEAPLENS_FULL_UNWIND", full));
         e.push(("HEAPLENS_INTERN", if full == "1" { "thread" } else { "writer" }));
+        // And events as columns one way, rows the other.
+        e.push(("HEAPLENS_COLUMNS", if full == "1" { "0" } else { "1" }));
         run_traced_env(&dir, &trace, &e, program, args).ok("heaplens run");
         reports.push(report(&dir, &trace));
     }
@@ -40,6 +43,9 @@ fn assert_same_stacks(name: &str, env: &[(&str, &str)], program: &std::path::Pat
     let (inc, full) = both_ways(name, env, program, args);
     assert!(u(&inc, "summary/allocations") > 0, "{name}: nothing recorded");
     assert_eq!(stack_tables(&inc), stack_tables(&full), "{name}: incremental and full unwinding disagree");
+    for key in ["summary/allocations", "summary/deallocations", "summary/leaked_objects", "summary/leaked_bytes"] {
+        assert_eq!(u(&inc, key), u(&full, key), "{name}: {key} differs between columns and rows");
+    }
     inc
 }
 

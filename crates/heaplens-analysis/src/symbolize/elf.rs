@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use addr2line::Loader;
 use heaplens_trace::ModuleRecord;
-use object::{Object, ReadCache};
+use object::{Object, ObjectSymbol, ReadCache};
 
 use super::{Frame, Symbolizer};
 
@@ -49,7 +49,13 @@ impl FileCache {
 /// The module's own file and, when the DWARF lives elsewhere, its separate debug file.
 pub(crate) struct Files {
     primary: Loader,
-    debug: Option<Loader>,
+    /// The separate debug file, when the primary has no DWARF.
+    debug_path: Option<PathBuf>,
+    /// Its symbol table, `(address, demangled name)` by address, read without its DWARF.
+    debug_symbols: OnceCell<Vec<(u64, String)>>,
+    /// Its DWARF, loaded on the first frame that needs it: addr2line inflates every section up
+    /// front (megabytes for libc), which frames the paths cut anyway never need.
+    debug: OnceCell<Option<Loader>>,
 }
 
 /// Symbolizes addresses of a process from its module list ([`ModuleRecord`]s of the trace).
@@ -155,13 +161,13 @@ fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
     let primary = Loader::new(path).map_err(|e| format!("cannot load {path}: {e}"))?;
     // Probing the section table is cheap; a separate debug file is looked for only when needed.
     let has_dwarf = primary.get_section_range(b".debug_info").is_some_and(|r| r.end > r.begin);
-    let debug = if has_dwarf {
+    let debug_path = if has_dwarf {
         None
     } else {
         let id = if build_id.is_empty() { file_id.unwrap_or_default() } else { build_id.to_vec() };
-        debug_file(Path::new(path), &obj, &id).and_then(|p| Loader::new(p).ok())
+        debug_file(Path::new(path), &obj, &id)
     };
-    Ok(Files { primary, debug })
+    Ok(Files { primary, debug_path, debug_symbols: OnceCell::new(), debug: OnceCell::new() })
 }
 
 /// Finds the separate debug file of `path`: by build id under /usr/lib/debug/.build-id, then by
@@ -188,18 +194,41 @@ fn demangle(name: &str) -> String {
     addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned()
 }
 
+/// The symbol table of `path` (`(address, demangled name)` by address), read through the
+/// section table alone; empty when it cannot be read.
+fn read_symbols(path: &Path) -> Vec<(u64, String)> {
+    let Ok(file) = File::open(path) else { return Vec::new() };
+    let cache = ReadCache::new(file);
+    let Ok(obj) = object::File::parse(&cache) else { return Vec::new() };
+    let mut syms: Vec<(u64, bool, &str)> = obj
+        .symbols()
+        .filter(|s| s.is_definition() && matches!(s.kind(), object::SymbolKind::Text | object::SymbolKind::Data))
+        .filter_map(|s| Some((s.address(), !s.is_global(), s.name().ok().filter(|n| !n.is_empty())?)))
+        .collect();
+    // Of the names at one address, the public one without its symbol version
+    // (`__libc_start_main`, not `__libc_start_main_alias_1` or `__libc_start_main@GLIBC_2.2.5`).
+    syms.sort_by_key(|&(a, local, n)| (a, local, n.contains('@'), n));
+    syms.dedup_by_key(|s| s.0);
+    syms.into_iter().map(|(a, _, n)| (a, demangle(n.split('@').next().unwrap_or(n)))).collect()
+}
+
 impl Files {
     /// The symbol-table entry containing `probe` (debug file first: a stripped file keeps only
     /// `.dynsym`).
     fn symbol(&self, probe: u64) -> Option<(String, u64)> {
-        self.debug
-            .iter()
-            .chain(std::iter::once(&self.primary))
-            .find_map(|l| l.find_symbol_info(probe).map(|s| (demangle(s.name()), s.address())))
+        if let Some(p) = &self.debug_path {
+            let syms = self.debug_symbols.get_or_init(|| read_symbols(p));
+            let i = syms.partition_point(|&(a, _)| a <= probe);
+            if let Some((a, name)) = i.checked_sub(1).map(|i| &syms[i]) {
+                return Some((name.clone(), *a));
+            }
+        }
+        self.primary.find_symbol_info(probe).map(|s| (demangle(s.name()), s.address()))
     }
 
     fn dwarf(&self) -> &Loader {
-        self.debug.as_ref().unwrap_or(&self.primary)
+        let debug = self.debug.get_or_init(|| self.debug_path.as_ref().and_then(|p| Loader::new(p).ok()));
+        debug.as_ref().unwrap_or(&self.primary)
     }
 }
 
@@ -220,6 +249,14 @@ impl Symbolizer for ElfSymbolizer {
             return;
         };
         let probe = offset.wrapping_sub(1);
+        let symbol = files.symbol(probe);
+        if let Some((name, addr)) = &symbol {
+            if crate::paths::is_cut(name) {
+                // The paths drop this frame: its name is all it needs.
+                out.push(Frame { function: Some(name.clone()), symbol_offset: Some(offset.wrapping_sub(*addr)), ..unknown });
+                return;
+            }
+        }
         let start = out.len();
         if let Ok(mut frames) = files.dwarf().find_frames(probe) {
             while let Ok(Some(f)) = frames.next() {
@@ -235,7 +272,6 @@ impl Symbolizer for ElfSymbolizer {
             // No DWARF for this address: one frame from the symbol table.
             out.push(unknown);
         }
-        let symbol = files.symbol(probe);
         let last = out.last_mut().expect("at least one frame was pushed");
         if let Some((name, addr)) = symbol {
             last.symbol_offset = Some(offset.wrapping_sub(addr));
