@@ -49,6 +49,8 @@ pub const RECENT: u64 = 16;
 const CLASSED_BELOW: u64 = 8192;
 const CLASSES: usize = (CLASSED_BELOW >> 3) as usize;
 const SECTIONS: usize = 7;
+/// Events the encoder's buffers are grown for at a time.
+const BATCH: usize = 256;
 
 /// What encoder and decoder both know after the same events: the payload's allocations in
 /// order and, per size class, the addresses released since, most recent last.
@@ -151,43 +153,6 @@ impl AllocIndex {
     }
 }
 
-/// The events of a row payload as a plain iterator the compiler can inline (the writer thread
-/// runs it once per event): `Err` at the first malformed record.
-fn rows(d: &[u8]) -> impl Iterator<Item = Result<Event, Malformed>> + '_ {
-    let mut pos = 0;
-    let tid = read_var(d, &mut pos).unwrap_or(0) as u32;
-    let (mut prev_ts, mut prev_addr, mut failed) = (0u64, 0u64, false);
-    std::iter::from_fn(move || {
-        if failed || pos >= d.len() {
-            return None;
-        }
-        let mut one = || -> Option<Event> {
-            let op = Op::from_u8(d[pos])?;
-            pos += 1;
-            let ts = prev_ts.wrapping_add(read_var(d, &mut pos)?);
-            let addr = prev_addr.wrapping_add(unzigzag(read_var(d, &mut pos)?) as u64);
-            prev_ts = ts;
-            if addr != 0 {
-                prev_addr = addr;
-            }
-            let mut ev = Event { ts, tid, op, addr, old_addr: 0, size: 0, usable: 0, stack: 0 };
-            let class = op.class();
-            if class != OpClass::Dealloc {
-                if class == OpClass::Realloc {
-                    ev.old_addr = addr.wrapping_add(unzigzag(read_var(d, &mut pos)?) as u64);
-                }
-                ev.size = read_var(d, &mut pos)?;
-                ev.usable = ev.size.wrapping_add(unzigzag(read_var(d, &mut pos)?) as u64);
-                ev.stack = u32::try_from(read_var(d, &mut pos)?).ok()?;
-            }
-            Some(ev)
-        };
-        let ev = one();
-        failed = ev.is_none();
-        Some(ev.ok_or(Malformed("event")))
-    })
-}
-
 /// Turns row payloads ([`crate::event`]) into EventColumns payloads. Keeps its buffers between
 /// payloads; one per writer.
 #[derive(Default)]
@@ -223,26 +188,33 @@ impl ColumnEncoder {
                 return Err(Malformed("event rows of another thread"));
             }
         }
-        let (mut n, mut prev_ts, mut prev_stack) = (0u64, 0u64, 0u64);
+        let (mut n, mut prev_ts, mut prev_stack, mut budget) = (0u64, 0u64, 0u64, 0usize);
         let [ops, dts, addrs, sizes, slacks, stacks, olds] = &mut self.cols;
-        let mut events = parts.iter().map(|p| rows(p));
-        let mut part = events.next();
+        // A loop over the parts rather than `flatten`, which the compiler does not inline.
+        let mut events = parts.iter().map(|p| EventDecoder::new(p));
+        let mut part = events.next().transpose()?;
         while let Some(r) = &mut part {
             let Some(ev) = r.next() else {
-                part = events.next();
+                part = events.next().transpose()?;
                 continue;
             };
             let ev = ev?;
             n += 1;
-            // Room for one more number per column, checked once per event rather than per byte.
-            for (c, &a) in [&mut *ops, &mut *dts, &mut *addrs, &mut *sizes, &mut *slacks, &mut *stacks, &mut *olds]
-                .into_iter()
-                .zip(&at)
-            {
-                if c.len() < a + crate::varint::MAX_LEN {
-                    c.resize((a + crate::varint::MAX_LEN) * 2, 0);
+            // Room for the next BATCH events' numbers in every column, checked once per batch
+            // rather than per byte (an event adds at most one number to each).
+            if budget == 0 {
+                for (c, &a) in [&mut *ops, &mut *dts, &mut *addrs, &mut *sizes, &mut *slacks, &mut *stacks, &mut *olds]
+                    .into_iter()
+                    .zip(&at)
+                {
+                    let need = a + BATCH * crate::varint::MAX_LEN;
+                    if c.len() < need {
+                        c.resize(need * 2, 0);
+                    }
                 }
+                budget = BATCH;
             }
+            budget -= 1;
             ops[at[0]] = ev.op as u8;
             at[0] += 1;
             put_at(dts, &mut at[1], ev.ts.wrapping_sub(prev_ts));
