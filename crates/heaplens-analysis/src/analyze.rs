@@ -1,8 +1,8 @@
 //! The pipeline: replay the events, symbolize the stacks that allocated, build the tables.
 //!
 //! [`analyze_file`] overlaps the stages on three threads: one reads and decompresses the file,
-//! the calling thread replays events as they arrive (see [`crate::merge`]), and a third opens
-//! module files and symbolizes the stack trie (see [`crate::symbolize::cached`]).
+//! the calling thread replays events as they arrive (see `merge.rs`), and a third opens
+//! module files and symbolizes the stack trie (see `symbolize/cached.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};

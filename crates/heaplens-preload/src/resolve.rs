@@ -2,7 +2,7 @@
 //! each trie edge is a random access into a table far larger than the core's cache, and on
 //! gcc's `cc1` three such dependent misses per allocation were a third of the monitor's cost.
 //! Instead the event ends with a *stack command* that says how the thread's walker changed its
-//! chain (see [`unwind::Capture`]) and carries the return addresses it unwound. The writer
+//! chain (see [`crate::unwind::Capture`]) and carries the return addresses it unwound. The writer
 //! thread replays each thread's commands on a mirror of that thread's chains of trie nodes,
 //! interns the new frames into the trie, which in this mode only it touches, and writes the
 //! final event with the leaf's node id. On a machine with a spare core that work runs there.

@@ -10,8 +10,9 @@
 //!           stored_bytes[stored_len]          (crc32 is CRC-32/ISO-HDLC of stored_bytes)
 //! ```
 //!
-//! A block's payload (after decompression when `codec` is [`Codec::Lz4`]) is one of the
-//! [`BlockKind`]s; its layout is documented on [`record`]. Nothing in this crate knows about hooks,
+//! A block's payload (after decompression when `codec` is [`Codec::Lz4`] or [`Codec::Zstd`]) is
+//! one of the [`BlockKind`]s; its layout is documented on [`record`], [`event`] (rows) and
+//! [`columns`]. Nothing in this crate knows about hooks,
 //! unwinding or symbols: it only moves records to and from bytes.
 
 pub mod aggregate;
