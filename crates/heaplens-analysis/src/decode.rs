@@ -68,7 +68,15 @@ fn first_column_ts(d: &[u8]) -> Option<u64> {
 /// (the events before the fault are kept).
 pub(crate) fn decode_all(d: &[u8], out: &mut Vec<Event>) -> bool {
     match untag(d) {
-        (d, COLUMNS) => DECODER.with_borrow_mut(|dec| dec.decode(d, |e| out.push(e)).is_err()),
+        (d, COLUMNS) => {
+            // The event count is the second number of the payload: no growing as it decodes.
+            let mut pos = 0;
+            if read_var(d, &mut pos).is_some() {
+                let n = read_var(d, &mut pos).unwrap_or(0) as usize;
+                out.reserve(n.min(d.len()));
+            }
+            DECODER.with_borrow_mut(|dec| dec.decode(d, |e| out.push(e)).is_err())
+        }
         (d, _) => crate::rows::decode_all(d, out),
     }
 }
