@@ -44,24 +44,9 @@ pub(crate) fn header(d: &[u8]) -> Option<u32> {
 /// The timestamp of the first event of an in-memory payload (when it has one).
 pub(crate) fn first_ts(d: &[u8]) -> Option<u64> {
     match untag(d) {
-        (d, COLUMNS) => first_column_ts(d),
+        (d, COLUMNS) => heaplens_trace::columns::first_ts(d),
         (d, _) => crate::rows::first_ts(d),
     }
-}
-
-/// The first varint of the dts section.
-fn first_column_ts(d: &[u8]) -> Option<u64> {
-    let mut pos = 0;
-    read_var(d, &mut pos)?; // tid
-    if read_var(d, &mut pos)? == 0 {
-        return None;
-    }
-    let ops = read_var(d, &mut pos)?;
-    for _ in 0..5 {
-        read_var(d, &mut pos)?;
-    }
-    let mut at = pos.checked_add(usize::try_from(ops).ok()?)?;
-    read_var(d, &mut at)
 }
 
 /// Appends the events of in-memory payload `d` to `out`; true when it is malformed part-way
@@ -69,12 +54,8 @@ fn first_column_ts(d: &[u8]) -> Option<u64> {
 pub(crate) fn decode_all(d: &[u8], out: &mut Vec<Event>) -> bool {
     match untag(d) {
         (d, COLUMNS) => {
-            // The event count is the second number of the payload: no growing as it decodes.
-            let mut pos = 0;
-            if read_var(d, &mut pos).is_some() {
-                let n = read_var(d, &mut pos).unwrap_or(0) as usize;
-                out.reserve(n.min(d.len()));
-            }
+            // No growing as it decodes.
+            out.reserve(heaplens_trace::columns::event_count(d).unwrap_or(0).min(d.len()));
             DECODER.with_borrow_mut(|dec| dec.decode(d, |e| out.push(e)).is_err())
         }
         (d, _) => crate::rows::decode_all(d, out),

@@ -17,12 +17,12 @@ mod decode;
 mod live;
 pub mod load;
 mod merge;
-mod rows;
 pub mod model;
 pub mod paths;
 pub mod progress;
 pub mod render_text;
 pub mod replay;
+mod rows;
 pub mod symbolize;
 pub mod tables;
 

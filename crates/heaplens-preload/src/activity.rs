@@ -1,8 +1,8 @@
-//! Which threads are recording right now: those that handed the writer at least [`BUSY_BYTES`]
-//! of events at once (a filled buffer, not a sweep's few events) within the last [`WINDOW_NS`]. The writer takes on work the threads could do or skip (interning their new
-//! stacks, encoding events as columns) only while fewer threads are busy than there are
-//! processors (see [`crate::thread::spare_processor`]), so that it runs on a processor the
-//! program leaves idle instead of taking time from the program's threads.
+//! Which threads are recording right now: those that handed the writer at least
+//! [`BUSY_BYTES`] of events at once (a filled buffer, not a sweep's few events) within the last
+//! [`WINDOW_NS`]. The writer encodes events as columns only while fewer threads are busy than
+//! there are processors (see [`crate::thread::spare_processor`]), so that the work runs on a
+//! processor the program leaves idle instead of taking time from the program's threads.
 
 /// How long a thread counts as busy after its last buffer, in nanoseconds: two of the writer's
 /// sweeps (every partly filled buffer is flushed every 100 ms).

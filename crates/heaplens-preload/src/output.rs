@@ -49,9 +49,10 @@ pub fn set_columns(force: Option<bool>) {
     COLUMNS.store(force.map_or(0, |c| if c { 2 } else { 1 }), Ordering::Relaxed);
 }
 
-fn columns_now() -> bool {
+/// Whether to write columns now, with `busy` threads recording lately.
+fn columns_now(busy: usize) -> bool {
     match COLUMNS.load(Ordering::Relaxed) {
-        0 => thread::spare_processor(),
+        0 => thread::spare_processor(busy),
         mode => mode == 2,
     }
 }
@@ -125,8 +126,14 @@ pub fn open(path: &Path, process: &ProcessRecord) -> io::Result<PathBuf> {
                 let mut writer = BlockWriter::new(f)?;
                 writer.write_block(BlockKind::Process, &process.encode())?;
                 writer.write_block(BlockKind::Clock, &procinfo::clock_sync().encode())?;
-                *SINK.lock().map_err(|_| io::Error::other("poisoned"))? =
-                    Some(Sink { writer, path: p.clone(), events: 0, columns: ColumnEncoder::default(), column_buf: Vec::new(), activity: Activity::default() });
+                *SINK.lock().map_err(|_| io::Error::other("poisoned"))? = Some(Sink {
+                    writer,
+                    path: p.clone(),
+                    events: 0,
+                    columns: ColumnEncoder::default(),
+                    column_buf: Vec::new(),
+                    activity: Activity::default(),
+                });
                 return Ok(p);
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
@@ -254,16 +261,16 @@ pub fn write_pending() {
     if !stacks.is_empty() {
         result = result.and_then(|()| s.writer.write_block(BlockKind::Stacks, &stacks));
     }
-    let tid = |b: &[u8]| heaplens_trace::varint::read_var(b, &mut 0).unwrap_or(0) as u32;
+    let tids: Vec<u32> =
+        events.iter().map(|p| heaplens_trace::varint::read_var(p.bytes(), &mut 0).unwrap_or(0) as u32).collect();
     let mut i = 0;
     while i < events.len() {
         let now = procinfo::now_ns();
-        let t = tid(events[i].bytes());
-        s.activity.saw(t, events[i].bytes().len(), now);
-        thread::set_busy(s.activity.busy(now));
+        s.activity.saw(tids[i], events[i].bytes().len(), now);
+        let busy = s.activity.busy(now);
         // One thread's consecutive buffers make one block, up to GROUP_BYTES of rows.
         let (mut j, mut total) = (i + 1, events[i].bytes().len());
-        while j < events.len() && tid(events[j].bytes()) == t && total + events[j].bytes().len() <= GROUP_BYTES {
+        while j < events.len() && tids[j] == tids[i] && total + events[j].bytes().len() <= GROUP_BYTES {
             total += events[j].bytes().len();
             j += 1;
         }
@@ -271,7 +278,7 @@ pub fn write_pending() {
         s.column_buf.clear();
         // Columns cost the writer about as much as compressing: only worth it on a processor
         // the program's threads are not using. Rows that do not decode stay rows.
-        if columns_now() && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
+        if columns_now(busy) && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
             result = result.and_then(|()| s.writer.write_block(BlockKind::EventColumns, &s.column_buf));
         } else {
             for p in &parts {
@@ -401,7 +408,6 @@ pub fn restart_in_child(process: &ProcessRecord, me: usize) {
         // Other threads do not exist in the child; their states are leaked, not touched.
         r.retain(|&p| p == me);
         thread::set_live(r.len());
-        thread::set_busy(usize::MAX);
     }
     WRITER_RUNNING.store(false, Ordering::Release);
     if let Ok(mut d) = DEFERRED.lock() {

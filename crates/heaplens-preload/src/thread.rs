@@ -49,15 +49,6 @@ pub struct ThreadState {
 /// left to the writer thread only while it has a processor of its own to intern them on.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static CPUS: AtomicUsize = AtomicUsize::new(1);
-/// Threads that handed the writer events lately (see [`crate::activity`]); `usize::MAX` until
-/// the writer has counted.
-static BUSY: AtomicUsize = AtomicUsize::new(usize::MAX);
-
-/// Sets how many threads handed the writer events lately.
-pub fn set_busy(n: usize) {
-    BUSY.store(n, Ordering::Relaxed);
-}
-
 /// Notes how many processors the process may use (at start-up): 0 makes every thread intern
 /// in place, `usize::MAX` leaves every stack to the writer.
 pub fn set_cpus(n: usize) {
@@ -80,11 +71,11 @@ fn defer_stacks() -> bool {
     LIVE.load(Ordering::Relaxed) < CPUS.load(Ordering::Relaxed)
 }
 
-/// True when the writer has a processor of its own: fewer threads are recording (alive and
-/// lately busy) than there are processors. The writer then encodes events as columns.
-#[inline(always)]
-pub fn spare_processor() -> bool {
-    LIVE.load(Ordering::Relaxed).min(BUSY.load(Ordering::Relaxed)) < CPUS.load(Ordering::Relaxed)
+/// True when the writer has a processor of its own: fewer threads are recording (alive, and
+/// `busy` of them lately, see [`crate::activity`]) than there are processors. The writer then
+/// encodes events as columns.
+pub fn spare_processor(busy: usize) -> bool {
+    LIVE.load(Ordering::Relaxed).min(busy) < CPUS.load(Ordering::Relaxed)
 }
 
 /// Every live thread's state, so exit, fork and the writer can reach their buffers.

@@ -82,18 +82,30 @@ impl Model {
         (usable < CLASSED_BELOW).then_some((usable >> 3) as usize)
     }
 
+    /// The block at allocation index `i` was released; its address.
     #[inline(always)]
-    fn released(&mut self, c: usize) -> &mut Vec<u64> {
-        &mut self.released[c]
-    }
-
-    /// The block at allocation index `i` was released.
-    #[inline(always)]
-    fn release(&mut self, i: usize) {
+    fn release(&mut self, i: usize) -> u64 {
         let (addr, usable) = self.allocs[i];
         if let Some(c) = Self::class(usable) {
-            self.released(c).push(addr);
+            self.released[c].push(addr);
         }
+        addr
+    }
+
+    /// Where `addr` is among the [`RECENT`] most recently released blocks of class `c` (0: the
+    /// latest).
+    #[inline(always)]
+    fn find_recent(&self, c: usize, addr: u64) -> Option<u64> {
+        self.released[c].iter().rev().take(RECENT as usize).position(|&a| a == addr).map(|k| k as u64)
+    }
+
+    /// Takes the `k`-th most recently released block of class `c` off its list; its address,
+    /// `None` when the list is shorter.
+    #[inline(always)]
+    fn take_recent(&mut self, c: usize, k: u64) -> Option<u64> {
+        let r = &mut self.released[c];
+        let i = r.len().checked_sub(1 + usize::try_from(k).ok()?)?;
+        Some(r.remove(i))
     }
 
     #[inline(always)]
@@ -182,72 +194,67 @@ impl ColumnEncoder {
         self.model.reset();
         self.index.clear();
         let mut at = [0usize; SECTIONS];
-        let tid = EventDecoder::new(parts.first().copied().unwrap_or_default())?.tid();
-        for p in parts {
-            if EventDecoder::new(p)?.tid() != tid {
-                return Err(Malformed("event rows of another thread"));
-            }
+        let decoders = parts.iter().map(|p| EventDecoder::new(p)).collect::<Result<Vec<_>, _>>()?;
+        let tid = decoders.first().ok_or(Malformed("no event rows"))?.tid();
+        if decoders.iter().any(|d| d.tid() != tid) {
+            return Err(Malformed("event rows of another thread"));
         }
         let (mut n, mut prev_ts, mut prev_stack, mut budget) = (0u64, 0u64, 0u64, 0usize);
         let [ops, dts, addrs, sizes, slacks, stacks, olds] = &mut self.cols;
-        // A loop over the parts rather than `flatten`, which the compiler does not inline.
-        let mut events = parts.iter().map(|p| EventDecoder::new(p));
-        let mut part = events.next().transpose()?;
-        while let Some(r) = &mut part {
-            let Some(ev) = r.next() else {
-                part = events.next().transpose()?;
-                continue;
-            };
-            let ev = ev?;
-            n += 1;
-            // Room for the next BATCH events' numbers in every column, checked once per batch
-            // rather than per byte (an event adds at most one number to each).
-            if budget == 0 {
-                for (c, &a) in [&mut *ops, &mut *dts, &mut *addrs, &mut *sizes, &mut *slacks, &mut *stacks, &mut *olds]
-                    .into_iter()
-                    .zip(&at)
-                {
-                    let need = a + BATCH * crate::varint::MAX_LEN;
-                    if c.len() < need {
-                        c.resize(need * 2, 0);
+        // Nested loops rather than `flatten`, which the compiler does not inline.
+        for d in decoders {
+            for ev in d {
+                let ev = ev?;
+                n += 1;
+                // Room for the next BATCH events' numbers in every column, checked once per batch
+                // rather than per byte (an event adds at most one number to each).
+                if budget == 0 {
+                    for (c, &a) in
+                        [&mut *ops, &mut *dts, &mut *addrs, &mut *sizes, &mut *slacks, &mut *stacks, &mut *olds]
+                            .into_iter()
+                            .zip(&at)
+                    {
+                        let need = a + BATCH * crate::varint::MAX_LEN;
+                        if c.len() < need {
+                            c.resize(need * 2, 0);
+                        }
                     }
+                    budget = BATCH;
                 }
-                budget = BATCH;
-            }
-            budget -= 1;
-            ops[at[0]] = ev.op as u8;
-            at[0] += 1;
-            put_at(dts, &mut at[1], ev.ts.wrapping_sub(prev_ts));
-            prev_ts = ev.ts;
-            if ev.op.class() == OpClass::Dealloc {
-                if let Some(i) = self.index.remove(ev.addr) {
-                    put_at(addrs, &mut at[2], (self.model.allocs.len() as u64 - u64::from(i)) << 1);
-                    self.model.release(i as usize);
-                } else {
-                    put_at(addrs, &mut at[2], zigzag(ev.addr.wrapping_sub(self.model.prev_free) as i64) << 1 | 1);
-                    self.model.prev_free = ev.addr;
+                budget -= 1;
+                ops[at[0]] = ev.op as u8;
+                at[0] += 1;
+                put_at(dts, &mut at[1], ev.ts.wrapping_sub(prev_ts));
+                prev_ts = ev.ts;
+                if ev.op.class() == OpClass::Dealloc {
+                    if let Some(i) = self.index.remove(ev.addr) {
+                        put_at(addrs, &mut at[2], (self.model.allocs.len() as u64 - u64::from(i)) << 1);
+                        self.model.release(i as usize);
+                    } else {
+                        put_at(addrs, &mut at[2], zigzag(ev.addr.wrapping_sub(self.model.prev_free) as i64) << 1 | 1);
+                        self.model.prev_free = ev.addr;
+                    }
+                    continue;
                 }
-                continue;
+                put_at(sizes, &mut at[3], ev.size);
+                put_at(slacks, &mut at[4], zigzag(ev.usable.wrapping_sub(ev.size) as i64));
+                put_at(stacks, &mut at[5], zigzag(u64::from(ev.stack).wrapping_sub(prev_stack) as i64));
+                prev_stack = u64::from(ev.stack);
+                if ev.op.class() == OpClass::Realloc {
+                    put_at(olds, &mut at[6], zigzag(ev.old_addr.wrapping_sub(ev.addr) as i64));
+                }
+                let recent = Model::class(ev.usable).and_then(|c| {
+                    let k = self.model.find_recent(c, ev.addr)?;
+                    self.model.take_recent(c, k);
+                    Some(k)
+                });
+                let code = recent.unwrap_or_else(|| RECENT + zigzag(ev.addr.wrapping_sub(self.model.prev_end) as i64));
+                put_at(addrs, &mut at[2], code);
+                if ev.addr != 0 {
+                    self.index.insert(ev.addr, self.model.allocs.len() as u32);
+                }
+                self.model.allocated(ev.addr, ev.usable);
             }
-            put_at(sizes, &mut at[3], ev.size);
-            put_at(slacks, &mut at[4], zigzag(ev.usable.wrapping_sub(ev.size) as i64));
-            put_at(stacks, &mut at[5], zigzag(u64::from(ev.stack).wrapping_sub(prev_stack) as i64));
-            prev_stack = u64::from(ev.stack);
-            if ev.op.class() == OpClass::Realloc {
-                put_at(olds, &mut at[6], zigzag(ev.old_addr.wrapping_sub(ev.addr) as i64));
-            }
-            let recent = Model::class(ev.usable).and_then(|c| {
-                let r = self.model.released(c);
-                let k = r.iter().rev().take(RECENT as usize).position(|&a| a == ev.addr)?;
-                r.remove(r.len() - 1 - k);
-                Some(k as u64)
-            });
-            let code = recent.unwrap_or_else(|| RECENT + zigzag(ev.addr.wrapping_sub(self.model.prev_end) as i64));
-            put_at(addrs, &mut at[2], code);
-            if ev.addr != 0 {
-                self.index.insert(ev.addr, self.model.allocs.len() as u32);
-            }
-            self.model.allocated(ev.addr, ev.usable);
         }
         put(out, u64::from(tid));
         put(out, n);
@@ -259,6 +266,43 @@ impl ColumnEncoder {
         }
         Ok(())
     }
+}
+
+/// A payload's thread, event count and sections.
+struct Header<'a> {
+    tid: u32,
+    n: usize,
+    sections: [&'a [u8]; SECTIONS],
+}
+
+impl<'a> Header<'a> {
+    fn parse(payload: &'a [u8]) -> Option<Self> {
+        let mut p = 0;
+        let tid = u32::try_from(read_var(payload, &mut p)?).ok()?;
+        let n = usize::try_from(read_var(payload, &mut p)?).ok()?;
+        let mut lens = [0usize; SECTIONS - 1];
+        for len in &mut lens {
+            *len = usize::try_from(read_var(payload, &mut p)?).ok()?;
+        }
+        let mut rest = payload.get(p..)?;
+        let mut sections = [&rest[..0]; SECTIONS];
+        for (sec, len) in sections.iter_mut().zip(lens) {
+            (*sec, rest) = rest.split_at_checked(len)?;
+        }
+        sections[SECTIONS - 1] = rest;
+        Some(Self { tid, n, sections })
+    }
+}
+
+/// How many events an EventColumns payload holds, as its header says (`None`: no header).
+pub fn event_count(payload: &[u8]) -> Option<usize> {
+    Header::parse(payload).map(|h| h.n)
+}
+
+/// The timestamp of an EventColumns payload's first event (`None`: no events, or no header).
+pub fn first_ts(payload: &[u8]) -> Option<u64> {
+    let h = Header::parse(payload).filter(|h| h.n > 0)?;
+    read_var(h.sections[1], &mut 0)
 }
 
 /// Reads EventColumns payloads. Keeps its buffers between payloads.
@@ -283,21 +327,8 @@ impl ColumnDecoder {
     pub fn decode(&mut self, payload: &[u8], mut f: impl FnMut(Event)) -> Result<u32, Malformed> {
         let bad = || Malformed("event columns");
         self.model.reset();
-        let mut p = 0;
-        let tid = u32::try_from(read_var(payload, &mut p).ok_or_else(bad)?).map_err(|_| bad())?;
-        let n = usize::try_from(read_var(payload, &mut p).ok_or_else(bad)?).map_err(|_| bad())?;
-        let mut bounds = [0usize; SECTIONS + 1];
-        let mut at = 0usize;
-        for i in 0..SECTIONS - 1 {
-            at = at.checked_add(read_var(payload, &mut p).ok_or_else(bad)? as usize).ok_or_else(bad)?;
-            bounds[i + 1] = at;
-        }
-        let body = payload.get(p..).ok_or_else(bad)?;
-        bounds[SECTIONS] = body.len();
-        if bounds[SECTIONS - 1] > body.len() {
-            return Err(bad());
-        }
-        let sec = |i: usize| &body[bounds[i]..bounds[i + 1]];
+        let Header { tid, n, sections } = Header::parse(payload).ok_or_else(bad)?;
+        let sec = |i: usize| sections[i];
         let ops = sec(0);
         let ops = &ops[..n.min(ops.len())];
         let allocs = ops.iter().filter(|&&b| b < Op::Free as u8).count();
@@ -334,8 +365,7 @@ impl ColumnDecoder {
                 if code & 1 == 0 {
                     let age = (code >> 1) as usize;
                     let i = self.model.allocs.len().checked_sub(age).filter(|_| age > 0).ok_or_else(bad)?;
-                    ev.addr = self.model.allocs[i].0;
-                    self.model.release(i);
+                    ev.addr = self.model.release(i);
                 } else {
                     ev.addr = self.model.prev_free.wrapping_add(unzigzag(code >> 1) as u64);
                     self.model.prev_free = ev.addr;
@@ -351,13 +381,8 @@ impl ColumnDecoder {
             ev.stack = u32::try_from(stacks[ai]).map_err(|_| bad())?;
             ai += 1;
             ev.addr = if code < RECENT {
-                let r = Model::class(ev.usable).map(|c| self.model.released(c)).ok_or_else(bad)?;
-                let i = r.len().checked_sub(1 + code as usize).ok_or_else(bad)?;
-                if code == 0 {
-                    r.pop().ok_or_else(bad)?
-                } else {
-                    r.remove(i)
-                }
+                let c = Model::class(ev.usable).ok_or_else(bad)?;
+                self.model.take_recent(c, code).ok_or_else(bad)?
             } else {
                 self.model.prev_end.wrapping_add(unzigzag(code - RECENT) as u64)
             };

@@ -27,8 +27,8 @@ pub mod writer;
 
 pub use aggregate::{AggregateRecord, SizeCounters, StackCounters};
 pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};
-pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use clock::{ClockSync, TimeMap, TimeSource};
+pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{ReadError, ReadStatus, TraceReader};
 pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};

@@ -56,7 +56,7 @@ pub fn read_var(d: &[u8], pos: &mut usize) -> Option<u64> {
         if stops != 0 {
             let bits = stops.trailing_zeros() + 1;
             *pos += (bits / 8) as usize;
-            return Some(squeeze(if bits == 64 { w } else { w & ((1u64 << bits) - 1) }));
+            return Some(squeeze(low_bits(w, bits)));
         }
     }
     read_var_slow(d, pos)
@@ -93,7 +93,7 @@ pub fn read_vars(d: &[u8], n: usize, out: &mut Vec<u64>) {
             let end = stops.trailing_zeros() + 1;
             let bits = w >> start;
             let len = end - start;
-            o[k] = squeeze(if len == 64 { bits } else { bits & ((1u64 << len) - 1) });
+            o[k] = squeeze(low_bits(bits, len));
             k += 1;
             start = end;
             stops &= stops - 1;
@@ -108,6 +108,16 @@ pub fn read_vars(d: &[u8], n: usize, out: &mut Vec<u64>) {
         k += 1;
     }
     out.truncate(k);
+}
+
+/// The lowest `bits` (1..=64) bits of `w`.
+#[inline(always)]
+fn low_bits(w: u64, bits: u32) -> u64 {
+    if bits == 64 {
+        w
+    } else {
+        w & ((1u64 << bits) - 1)
+    }
 }
 
 /// Squeezes the continuation bits out of up to 8 varint bytes (little-endian in `x`, bytes past

@@ -253,7 +253,11 @@ impl Symbolizer for ElfSymbolizer {
         if let Some((name, addr)) = &symbol {
             if crate::paths::is_cut(name) {
                 // The paths drop this frame: its name is all it needs.
-                out.push(Frame { function: Some(name.clone()), symbol_offset: Some(offset.wrapping_sub(*addr)), ..unknown });
+                out.push(Frame {
+                    function: Some(name.clone()),
+                    symbol_offset: Some(offset.wrapping_sub(*addr)),
+                    ..unknown
+                });
                 return;
             }
         }
