@@ -4,7 +4,7 @@
 //! the calling thread replays events as they arrive (see `merge.rs`), and a third opens
 //! module files and symbolizes the stack trie (see `symbolize/cached.rs`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -13,10 +13,10 @@ use std::sync::Arc;
 use heaplens_trace::{ClockSync, ModuleRecord, ProcessRecord, StackNode, TimeSource};
 
 use crate::load::{LoadError, Sink, Trace};
-use crate::merge::{Ahead, Merger, SharedBlock};
+use crate::merge::Merger;
 use crate::model::Report;
 use crate::paths::resolve;
-use crate::progress::Progress;
+use crate::progress::{Progress, Timing};
 use crate::replay::{Replay, State};
 use crate::symbolize::cached::{symbolize_all, CachedSymbolizer, SymMsg, SymProgress};
 use crate::symbolize::Symbolizer;
@@ -73,6 +73,8 @@ fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options) -
 /// # Errors
 /// [`LoadError`] when the file cannot be read or is not a heaplens trace.
 pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
+    let timing = Timing::start();
+    let tm = |stage: &str| timing.mark(stage);
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let bar = Progress::bytes(opts.progress, size, "reading trace");
     let sym_progress = Arc::new(SymProgress::default());
@@ -85,21 +87,18 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             .spawn_scoped(scope, move || symbolize_all(sym_rx, p))
             .expect("cannot start a thread");
         let bar = &bar;
-        let ahead = Arc::new(Ahead::default());
-        let a = ahead.clone();
         let loader = std::thread::Builder::new()
             .name("heaplens-reader".into())
             .spawn_scoped(scope, move || {
-                let mut sink = PipeSink { ev_tx, sym_tx: Some(sym_tx), ahead: a, pending: VecDeque::new() };
+                let mut sink = PipeSink { ev_tx, sym_tx: Some(sym_tx) };
                 let t = Trace::load_into(path, Some(bar), &mut sink);
-                // The symbols can be finished now, and the replay, while this thread decodes
-                // what it can of the rest.
+                // The symbols can be finished now.
                 sink.sym_tx = None;
+                tm("file read");
                 let _ = sink.ev_tx.send(Msg::Done(Box::new(t)));
-                sink.drain();
             })
             .expect("cannot start a thread");
-        let (streamed, trace) = stream_replay(ev_rx, ahead.clone());
+        let (streamed, trace) = stream_replay(ev_rx);
         let replayed = trace.map(|t| {
             let r = match &t.aggregate {
                 Some(a) => crate::aggregated::replay(a, &t.clock),
@@ -107,7 +106,7 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             };
             (t, r)
         });
-        ahead.stop.store(true, Ordering::Release);
+        tm("replay done");
         loader.join().expect("the reader thread panicked");
         bar.finish();
         if opts.progress {
@@ -126,17 +125,20 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             }
         }
         let results = symbolizer.join().expect("the symbolizer thread panicked");
+        tm("symbols done");
         replayed.map(|(t, r)| (t, r, results))
     })?;
     let mut sym = CachedSymbolizer::new(results);
-    Ok(report(&trace, &replay, &mut sym, opts))
+    let r = report(&trace, &replay, &mut sym, opts);
+    tm("tables done");
+    Ok(r)
 }
 
 /// What the reader thread sends to the replay.
 enum Msg {
     Process(u64, TimeSource, u32),
     Clock(ClockSync),
-    Events(u32, Arc<SharedBlock>),
+    Events(u32, Vec<u8>),
     /// The whole file is read.
     Done(Box<Result<Trace, LoadError>>),
 }
@@ -144,47 +146,11 @@ enum Msg {
 struct PipeSink {
     ev_tx: Sender<Msg>,
     sym_tx: Option<Sender<SymMsg>>,
-    ahead: Arc<Ahead>,
-    /// Blocks sent and maybe not decoded yet, oldest first.
-    pending: VecDeque<Arc<SharedBlock>>,
-}
-
-impl PipeSink {
-    /// Decodes pending blocks ahead of the replay while the cap allows; false when the cap
-    /// stopped it.
-    fn decode_pending(&mut self) -> bool {
-        loop {
-            while self.pending.front().is_some_and(|b| b.taken()) {
-                self.pending.pop_front();
-            }
-            let Some(b) = self.pending.front() else { return true };
-            if self.ahead.stop.load(Ordering::Acquire) {
-                self.pending.clear();
-                return true;
-            }
-            if !self.ahead.decode(b) {
-                return false;
-            }
-            self.pending.pop_front();
-        }
-    }
-
-    /// After the file is read: keeps decoding ahead until everything is claimed or the
-    /// replay stops wanting it.
-    fn drain(&mut self) {
-        while !self.decode_pending() {
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-    }
 }
 
 impl Sink for PipeSink {
     fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>) {
-        let b = Arc::new(SharedBlock::new(payload));
-        let _ = self.ev_tx.send(Msg::Events(tid, b.clone()));
-        // Reading comes first: blocks are decoded ahead only once the file is read, for the
-        // part of the replay that is left then.
-        self.pending.push_back(b);
+        let _ = self.ev_tx.send(Msg::Events(tid, payload));
     }
     fn process(&mut self, p: &ProcessRecord) {
         let _ = self.ev_tx.send(Msg::Process(p.sample_rate, p.time_source, p.pid));
@@ -255,8 +221,8 @@ impl Streamed {
     }
 }
 
-fn stream_replay(rx: Receiver<Msg>, ahead: Arc<Ahead>) -> (Streamed, Result<Trace, LoadError>) {
-    let mut s = Streamed { merger: Merger::streaming(ahead.clone()), state: None, in_order: true, restarted: false };
+fn stream_replay(rx: Receiver<Msg>) -> (Streamed, Result<Trace, LoadError>) {
+    let mut s = Streamed { merger: Merger::streaming(), state: None, in_order: true, restarted: false };
     let mut done = None;
     let mut index: HashMap<u32, u32> = HashMap::new();
     let mut source = TimeSource::MonotonicNs;
@@ -287,7 +253,7 @@ fn stream_replay(rx: Receiver<Msg>, ahead: Arc<Ahead>) -> (Streamed, Result<Trac
                 Msg::Events(tid, payload) => {
                     let n = index.len() as u32;
                     let i = *index.entry(tid).or_insert(n);
-                    if let Some(ts) = crate::decode::first_ts(&payload.payload) {
+                    if let Some(ts) = crate::decode::first_ts(&payload) {
                         newest = newest.max(ts);
                     }
                     let (max_key, replayed) =

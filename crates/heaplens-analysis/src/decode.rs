@@ -1,11 +1,8 @@
-//! The event payloads the analysis keeps in memory, and decoding them whole (where they are
-//! replayed, or ahead of the replay).
+//! The event payloads the analysis keeps in memory, and decoding them as they are replayed.
 //!
 //! An in-memory payload is a block's payload followed by one byte naming its layout: [`ROWS`]
 //! (Events blocks, which the monitor writes when the program keeps every processor busy, and
 //! older traces) or [`COLUMNS`] (EventColumns blocks, see [`heaplens_trace::columns`]).
-
-use std::cell::RefCell;
 
 use heaplens_trace::varint::read_var;
 use heaplens_trace::{ColumnDecoder, Event};
@@ -30,11 +27,6 @@ fn untag(d: &[u8]) -> (&[u8], u8) {
     }
 }
 
-thread_local! {
-    /// Each thread's decoder keeps its model's buffers from payload to payload.
-    static DECODER: RefCell<ColumnDecoder> = RefCell::new(ColumnDecoder::default());
-}
-
 /// The thread id of a block payload of either layout (both start with it); `None` when it
 /// lacks one.
 pub(crate) fn header(d: &[u8]) -> Option<u32> {
@@ -49,16 +41,69 @@ pub(crate) fn first_ts(d: &[u8]) -> Option<u64> {
     }
 }
 
-/// Appends the events of in-memory payload `d` to `out`; true when it is malformed part-way
-/// (the events before the fault are kept).
-pub(crate) fn decode_all(d: &[u8], out: &mut Vec<Event>) -> bool {
-    match untag(d) {
-        (d, COLUMNS) => {
-            // No growing as it decodes.
-            out.reserve(heaplens_trace::columns::event_count(d).unwrap_or(0).min(d.len()));
-            DECODER.with_borrow_mut(|dec| dec.decode(d, |e| out.push(e)).is_err())
+/// An in-memory payload being decoded an event at a time. Column payloads are decoded as they
+/// are consumed, so their events are never materialized; row payloads (older traces, and
+/// writers that had no processor to spare) are decoded whole.
+pub(crate) enum Cursor {
+    Rows { events: Vec<Event>, next: usize, bad: bool },
+    Columns(Box<ColumnDecoder>),
+}
+
+/// Buffers of closed cursors, for the next ones.
+#[derive(Default)]
+pub(crate) struct CursorPool {
+    rows: Vec<Vec<Event>>,
+    // Boxed: a decoder moves between the pool and the cursors without being copied.
+    #[allow(clippy::vec_box)]
+    columns: Vec<Box<ColumnDecoder>>,
+}
+
+impl Cursor {
+    /// Starts decoding in-memory payload `d`.
+    pub fn open(d: &[u8], pool: &mut CursorPool) -> Self {
+        match untag(d) {
+            (d, COLUMNS) => {
+                let mut dec = pool.columns.pop().unwrap_or_default();
+                // A bad header leaves no events and the decoder failed.
+                let _ = dec.start(d);
+                Cursor::Columns(dec)
+            }
+            (d, _) => {
+                let mut events = pool.rows.pop().unwrap_or_default();
+                events.clear();
+                let bad = crate::rows::decode_all(d, &mut events);
+                Cursor::Rows { events, next: 0, bad }
+            }
         }
-        (d, _) => crate::rows::decode_all(d, out),
+    }
+
+    /// The next event; `None` at the end of the payload or at a malformed record.
+    #[inline(always)]
+    pub fn next(&mut self) -> Option<Event> {
+        match self {
+            Cursor::Columns(dec) => dec.next_event(),
+            Cursor::Rows { events, next, .. } => {
+                let e = events.get(*next)?;
+                *next += 1;
+                Some(*e)
+            }
+        }
+    }
+
+    /// Gives the buffers back to `pool`; true when the payload was malformed part-way (the
+    /// events before the fault were returned).
+    pub fn close(self, pool: &mut CursorPool) -> bool {
+        match self {
+            Cursor::Columns(dec) => {
+                let bad = dec.failed();
+                pool.columns.push(dec);
+                bad
+            }
+            Cursor::Rows { events, bad, .. } => {
+                pool.rows.push(events);
+                bad
+            }
+        }
     }
 }
 
@@ -81,6 +126,15 @@ mod tests {
         }
         buf.truncate(pos);
         buf
+    }
+
+    fn decode_all(d: &[u8], out: &mut Vec<Event>) -> bool {
+        let mut pool = CursorPool::default();
+        let mut c = Cursor::open(d, &mut pool);
+        while let Some(e) = c.next() {
+            out.push(e);
+        }
+        c.close(&mut pool)
     }
 
     #[test]

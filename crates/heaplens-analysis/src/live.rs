@@ -51,19 +51,27 @@ fn tag_matches(v: u64, addr: u64) -> bool {
 
 /// Zeroed memory for slots, mapped directly and populated in one go: faulting it in a page at
 /// a time (twice, as reading a fresh page maps the zero page first) costs more than the replay.
+/// A chunk is one aligned huge page when the kernel has them to spare, which also spares the
+/// replay a TLB miss per page of slots.
 struct Chunk {
     ptr: *mut u64,
     len: usize,
 }
 
+/// The size of a transparent huge page on x86_64 and aarch64 (with 4 KiB pages).
+const HUGE: usize = 2 << 20;
+
 impl Chunk {
     fn new(len: usize) -> Self {
         let bytes = len * std::mem::size_of::<u64>();
+        let fail = || std::alloc::handle_alloc_error(std::alloc::Layout::array::<u64>(len).expect("small layout"));
+        // Over-allocated by a huge page, to cut an aligned range out of it.
+        let map = bytes + HUGE;
         // SAFETY: an anonymous private mapping of our own; checked for failure below.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                bytes,
+                map,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -71,13 +79,25 @@ impl Chunk {
             )
         };
         if p == libc::MAP_FAILED {
-            std::alloc::handle_alloc_error(std::alloc::Layout::array::<u64>(len).expect("small layout"));
+            fail();
         }
-        // SAFETY: advice on the mapping just made; failures only cost speed.
-        unsafe {
+        let head = (HUGE - p as usize % HUGE) % HUGE;
+        // SAFETY: unmapping the parts of our own mapping outside the aligned range, then advice
+        // on that range; failures of the advice only cost speed.
+        let p = unsafe {
+            if head > 0 {
+                libc::munmap(p, head);
+            }
+            let tail = map - head - bytes;
+            let p = p.cast::<u8>().add(head);
+            if tail > 0 {
+                libc::munmap(p.add(bytes).cast(), tail);
+            }
+            libc::madvise(p.cast(), bytes, libc::MADV_HUGEPAGE);
             const MADV_POPULATE_WRITE: libc::c_int = 23;
-            libc::madvise(p, bytes, MADV_POPULATE_WRITE);
-        }
+            libc::madvise(p.cast(), bytes, MADV_POPULATE_WRITE);
+            p
+        };
         Self { ptr: p.cast(), len }
     }
 }

@@ -1,5 +1,5 @@
-//! Progress bars on stderr for long loads. Hidden when disabled or when stderr is not a
-//! terminal, so tests and pipes see nothing.
+//! Progress bars on stderr for long loads, hidden when disabled or when stderr is not a
+//! terminal (so tests and pipes see nothing), and the stage times of `HEAPLENS_TIMING`.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -40,5 +40,21 @@ impl Progress {
     /// Removes the bar from the terminal.
     pub fn finish(&self) {
         self.0.finish_and_clear();
+    }
+}
+
+/// With `HEAPLENS_TIMING=1`, prints on stderr when each stage of the analysis ends
+/// (milliseconds since the start), to see which stage holds the report up.
+pub(crate) struct Timing(Option<std::time::Instant>);
+
+impl Timing {
+    pub fn start() -> Self {
+        Self(std::env::var_os("HEAPLENS_TIMING").filter(|v| v != "0").map(|_| std::time::Instant::now()))
+    }
+
+    pub fn mark(&self, stage: &str) {
+        if let Some(t0) = self.0 {
+            eprintln!("{:>8.1} ms {stage}", t0.elapsed().as_secs_f64() * 1e3);
+        }
     }
 }

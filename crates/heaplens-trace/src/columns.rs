@@ -306,97 +306,156 @@ pub fn first_ts(payload: &[u8]) -> Option<u64> {
 }
 
 /// Reads EventColumns payloads. Keeps its buffers between payloads.
+///
+/// A payload is either decoded whole ([`ColumnDecoder::decode`]) or an event at a time
+/// ([`ColumnDecoder::start`], then [`ColumnDecoder::next_event`]), so that a consumer can stop
+/// part-way and go on later without materializing the events.
 #[derive(Default)]
 pub struct ColumnDecoder {
     model: Model,
     /// The sections' values: timestamps, address codes, sizes, usable sizes, stacks and old
     /// addresses (see the layout above).
     cols: [Vec<u64>; 6],
+    /// The op bytes of the payload being decoded.
+    ops: Vec<u8>,
+    tid: u32,
+    /// Where decoding stands: the next event, allocation and reallocation.
+    i: usize,
+    ai: usize,
+    ri: usize,
+    /// Allocations whose size, usable size and stack all decoded.
+    allocs_ok: usize,
+    /// The payload holds fewer op bytes than its header says, or a record did not decode.
+    short: bool,
+    failed: bool,
 }
 
 impl ColumnDecoder {
     /// Decodes `payload`, calling `f` with each event in order; returns the thread id.
-    ///
-    /// Column at a time: each section is decoded in a tight loop of its own (most of their
-    /// numbers take one byte), leaving only the address model to the loop over events.
     ///
     /// # Errors
     /// [`Malformed`] when the payload is cut short or refers to blocks it does not hold; the
     /// events before that point have been passed to `f`.
     #[inline]
     pub fn decode(&mut self, payload: &[u8], mut f: impl FnMut(Event)) -> Result<u32, Malformed> {
-        let bad = || Malformed("event columns");
+        let tid = self.start(payload)?;
+        while let Some(ev) = self.next_event() {
+            f(ev);
+        }
+        if self.failed() {
+            return Err(Malformed("event columns"));
+        }
+        Ok(tid)
+    }
+
+    /// Starts decoding `payload` (dropping what is left of the previous one); its events then
+    /// come from [`ColumnDecoder::next_event`]. Returns the thread id.
+    ///
+    /// Column at a time: each section is decoded here in a tight loop of its own (most of their
+    /// numbers take one byte), leaving only the address model to the events.
+    ///
+    /// # Errors
+    /// [`Malformed`] when the header does not decode (no event will come).
+    pub fn start(&mut self, payload: &[u8]) -> Result<u32, Malformed> {
         self.model.reset();
-        let Header { tid, n, sections } = Header::parse(payload).ok_or_else(bad)?;
-        let sec = |i: usize| sections[i];
-        let ops = sec(0);
-        let ops = &ops[..n.min(ops.len())];
+        (self.i, self.ai, self.ri) = (0, 0, 0);
+        self.ops.clear();
+        let Some(Header { tid, n, sections }) = Header::parse(payload) else {
+            self.failed = true;
+            return Err(Malformed("event columns"));
+        };
+        self.failed = false;
+        self.tid = tid;
+        let ops = &sections[0][..n.min(sections[0].len())];
+        self.short = ops.len() < n;
+        self.ops.extend_from_slice(ops);
         let allocs = ops.iter().filter(|&&b| b < Op::Free as u8).count();
         let reallocs = ops.iter().filter(|&&b| b == Op::Realloc as u8 || b == Op::ReallocArray as u8).count();
         let [ts, codes, sizes, usables, stacks, olds] = &mut self.cols;
-        read_vars(sec(1), ops.len(), ts);
+        read_vars(sections[1], ops.len(), ts);
         let mut t = 0u64;
         for v in ts.iter_mut() {
             t = t.wrapping_add(*v);
             *v = t;
         }
-        read_vars(sec(2), ops.len(), codes);
-        read_vars(sec(3), allocs, sizes);
-        read_vars(sec(4), allocs, usables);
+        read_vars(sections[2], ops.len(), codes);
+        read_vars(sections[3], allocs, sizes);
+        read_vars(sections[4], allocs, usables);
         for (u, s) in usables.iter_mut().zip(sizes.iter()) {
             *u = s.wrapping_add(unzigzag(*u) as u64);
         }
-        read_vars(sec(5), allocs, stacks);
+        read_vars(sections[5], allocs, stacks);
         let mut st = 0u64;
         for v in stacks.iter_mut() {
             st = st.wrapping_add(unzigzag(*v) as u64);
             *v = st;
         }
-        read_vars(sec(6), reallocs, olds);
-        let allocs_ok = sizes.len().min(usables.len()).min(stacks.len());
-        let (ts, codes, sizes, usables, stacks, olds) = (&*ts, &*codes, &*sizes, &*usables, &*stacks, &*olds);
-
-        let (mut ai, mut ri) = (0usize, 0usize);
-        for (i, &b) in ops.iter().enumerate() {
-            let op = Op::from_u8(b).ok_or_else(bad)?;
-            let (Some(&ts), Some(&code)) = (ts.get(i), codes.get(i)) else { return Err(bad()) };
-            let mut ev = Event { ts, tid, op, addr: 0, old_addr: 0, size: 0, usable: 0, stack: 0 };
-            if b >= Op::Free as u8 {
-                if code & 1 == 0 {
-                    let age = (code >> 1) as usize;
-                    let i = self.model.allocs.len().checked_sub(age).filter(|_| age > 0).ok_or_else(bad)?;
-                    ev.addr = self.model.release(i);
-                } else {
-                    ev.addr = self.model.prev_free.wrapping_add(unzigzag(code >> 1) as u64);
-                    self.model.prev_free = ev.addr;
-                }
-                f(ev);
-                continue;
-            }
-            if ai >= allocs_ok {
-                return Err(bad());
-            }
-            ev.size = sizes[ai];
-            ev.usable = usables[ai];
-            ev.stack = u32::try_from(stacks[ai]).map_err(|_| bad())?;
-            ai += 1;
-            ev.addr = if code < RECENT {
-                let c = Model::class(ev.usable).ok_or_else(bad)?;
-                self.model.take_recent(c, code).ok_or_else(bad)?
-            } else {
-                self.model.prev_end.wrapping_add(unzigzag(code - RECENT) as u64)
-            };
-            if op.class() == OpClass::Realloc {
-                ev.old_addr = ev.addr.wrapping_add(unzigzag(*olds.get(ri).ok_or_else(bad)?) as u64);
-                ri += 1;
-            }
-            self.model.allocated(ev.addr, ev.usable);
-            f(ev);
-        }
-        if ops.len() < n {
-            return Err(bad());
-        }
+        read_vars(sections[6], reallocs, olds);
+        self.allocs_ok = sizes.len().min(usables.len()).min(stacks.len());
         Ok(tid)
+    }
+
+    /// The next event of the payload being decoded; `None` at its end or at a malformed
+    /// record ([`ColumnDecoder::failed`] tells which).
+    #[inline(always)]
+    pub fn next_event(&mut self) -> Option<Event> {
+        let i = self.i;
+        let &b = self.ops.get(i)?;
+        match self.event(i, b) {
+            Some(ev) => {
+                self.i = i + 1;
+                Some(ev)
+            }
+            None => {
+                self.ops.clear();
+                self.failed = true;
+                None
+            }
+        }
+    }
+
+    /// Whether the payload being decoded turned out malformed (once [`ColumnDecoder::next_event`]
+    /// returned `None`: the events before the fault were returned).
+    pub fn failed(&self) -> bool {
+        self.failed || (self.short && self.i >= self.ops.len())
+    }
+
+    #[inline(always)]
+    fn event(&mut self, i: usize, b: u8) -> Option<Event> {
+        let [ts, codes, sizes, usables, stacks, olds] = &self.cols;
+        let op = Op::from_u8(b)?;
+        let (Some(&ts), Some(&code)) = (ts.get(i), codes.get(i)) else { return None };
+        let mut ev = Event { ts, tid: self.tid, op, addr: 0, old_addr: 0, size: 0, usable: 0, stack: 0 };
+        if b >= Op::Free as u8 {
+            if code & 1 == 0 {
+                let age = (code >> 1) as usize;
+                let i = self.model.allocs.len().checked_sub(age).filter(|_| age > 0)?;
+                ev.addr = self.model.release(i);
+            } else {
+                ev.addr = self.model.prev_free.wrapping_add(unzigzag(code >> 1) as u64);
+                self.model.prev_free = ev.addr;
+            }
+            return Some(ev);
+        }
+        let ai = self.ai;
+        if ai >= self.allocs_ok {
+            return None;
+        }
+        ev.size = sizes[ai];
+        ev.usable = usables[ai];
+        ev.stack = u32::try_from(stacks[ai]).ok()?;
+        ev.addr = if code < RECENT {
+            self.model.take_recent(Model::class(ev.usable)?, code)?
+        } else {
+            self.model.prev_end.wrapping_add(unzigzag(code - RECENT) as u64)
+        };
+        if op.class() == OpClass::Realloc {
+            ev.old_addr = ev.addr.wrapping_add(unzigzag(*olds.get(self.ri)?) as u64);
+            self.ri += 1;
+        }
+        self.ai = ai + 1;
+        self.model.allocated(ev.addr, ev.usable);
+        Some(ev)
     }
 
     /// Rewrites an EventColumns payload as the row payload ([`crate::event`]) of the same
