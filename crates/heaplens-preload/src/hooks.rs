@@ -26,7 +26,9 @@ fn enter() -> Option<Guard> {
 /// Exports `$name` as a naked entry stub that records where its caller's frame is (the
 /// caller's stack pointer after return in r8, its frame pointer in r9, both free argument
 /// registers in every hooked signature) and jumps to `$name::imp`. The stack walk then starts at
-/// the program's frame instead of unwinding the monitor's own frames first.
+/// the program's frame instead of unwinding the monitor's own frames first. With a size (an
+/// instruction that puts the requested bytes in rax, or jumps to `2f`) and a real function,
+/// the stub also takes the sampler's fast path itself (see [`crate::fastpath`]).
 macro_rules! entry {
     ($abi:literal $name:ident) => {
         #[allow(clippy::missing_safety_doc)]
@@ -36,20 +38,28 @@ macro_rules! entry {
             std::arch::naked_asm!("lea r8, [rsp + 8]", "mov r9, rbp", "jmp {imp}", imp = sym $name::imp)
         }
     };
+    ($abi:literal $name:ident, size $size:literal, real $real:ident) => {
+        #[allow(clippy::missing_safety_doc)]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern $abi fn $name() {
+            crate::fastpath::sampled_alloc_stub!($size, $real, $name::imp)
+        }
+    };
 }
 
 macro_rules! alloc_hook {
-    ($abi:literal $name:ident => $real:ident, $op:expr, |$a0:ident : $t0:ty| size = $size:expr) => {
-        alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, _p1: usize, _p2: usize), ($a0), $size);
+    ($abi:literal $name:ident => $real:ident, $op:expr, |$a0:ident : $t0:ty| size = $size:expr $(, fast $fast:literal)?) => {
+        alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, _p1: usize, _p2: usize), ($a0), $size $(, $fast)?);
     };
-    ($abi:literal $name:ident => $real:ident, $op:expr, |$a0:ident : $t0:ty, $a1:ident : $t1:ty| size = $size:expr) => {
-        alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, $a1: $t1, _p2: usize), ($a0, $a1), $size);
+    ($abi:literal $name:ident => $real:ident, $op:expr, |$a0:ident : $t0:ty, $a1:ident : $t1:ty| size = $size:expr $(, fast $fast:literal)?) => {
+        alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, $a1: $t1, _p2: usize), ($a0, $a1), $size $(, $fast)?);
     };
     ($abi:literal $name:ident => $real:ident, $op:expr, |$a0:ident : $t0:ty, $a1:ident : $t1:ty, $a2:ident : $t2:ty| size = $size:expr) => {
         alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, $a1: $t1, $a2: $t2), ($a0, $a1, $a2), $size);
     };
-    (@ $abi:literal $name:ident => $real:ident, $op:expr, ($($p:ident : $pt:ty),*), ($($a:ident),*), $size:expr) => {
-        entry!($abi $name);
+    (@ $abi:literal $name:ident => $real:ident, $op:expr, ($($p:ident : $pt:ty),*), ($($a:ident),*), $size:expr $(, $fast:literal)?) => {
+        entry!($abi $name $(, size $fast, real $real)?);
         #[allow(non_snake_case)]
         mod $name {
             use super::*;
@@ -114,17 +124,25 @@ macro_rules! throwing_new_hook {
 macro_rules! dealloc_hook {
     ($name:ident => $real:ident, $op:expr, |$p:ident : P $(, $a:ident : $t:ty)*|) => {
         #[allow(clippy::missing_safety_doc)]
+        #[unsafe(naked)]
         #[no_mangle]
-        pub unsafe extern "C" fn $name($p: P $(, $a: $t)*) {
-            if $p.is_null() {
-                return call::$real($p $(, $a)*);
+        pub unsafe extern "C" fn $name() {
+            crate::fastpath::sampled_free_stub!($name::imp)
+        }
+        #[allow(non_snake_case)]
+        mod $name {
+            use super::*;
+            pub unsafe extern "C" fn imp($p: P $(, $a: $t)*) {
+                if $p.is_null() {
+                    return call::$real($p $(, $a)*);
+                }
+                if sampling::skip_free($p as u64) {
+                    return call::free($p);
+                }
+                let Some(_g) = enter() else { return call::$real($p $(, $a)*) };
+                record::dealloc($op, $p);
+                call::free($p)
             }
-            if sampling::skip_free($p as u64) {
-                return call::free($p);
-            }
-            let Some(_g) = enter() else { return call::$real($p $(, $a)*) };
-            record::dealloc($op, $p);
-            call::free($p)
         }
     };
 }
@@ -168,11 +186,11 @@ macro_rules! new_hook {
     };
 }
 
-alloc_hook!("C" malloc => malloc, Op::Malloc, |n: usize| size = n);
-alloc_hook!("C" memalign => memalign, Op::Memalign, |a: usize, n: usize| size = n);
-alloc_hook!("C" aligned_alloc => aligned_alloc, Op::AlignedAlloc, |a: usize, n: usize| size = n);
-alloc_hook!("C" valloc => valloc, Op::Valloc, |n: usize| size = n);
-alloc_hook!("C" pvalloc => pvalloc, Op::Pvalloc, |n: usize| size = n);
+alloc_hook!("C" malloc => malloc, Op::Malloc, |n: usize| size = n, fast "mov rax, rdi");
+alloc_hook!("C" memalign => memalign, Op::Memalign, |a: usize, n: usize| size = n, fast "mov rax, rsi");
+alloc_hook!("C" aligned_alloc => aligned_alloc, Op::AlignedAlloc, |a: usize, n: usize| size = n, fast "mov rax, rsi");
+alloc_hook!("C" valloc => valloc, Op::Valloc, |n: usize| size = n, fast "mov rax, rdi");
+alloc_hook!("C" pvalloc => pvalloc, Op::Pvalloc, |n: usize| size = n, fast "mov rax, rdi");
 new_hook!(_Znwm => new, Op::New, |n: usize|);
 new_hook!(_Znam => new_array, Op::NewArray, |n: usize|);
 new_hook!(_ZnwmRKSt9nothrow_t => new_nothrow, Op::NewNothrow, |n: usize, t: P|);
@@ -182,7 +200,8 @@ throwing_new_hook!(_ZnamSt11align_val_t => new_array_aligned via new_array_align
 alloc_hook!("C-unwind" _ZnwmSt11align_val_tRKSt9nothrow_t => new_aligned_nothrow, Op::NewAlignedNothrow, |n: usize, a: usize, t: P| size = n);
 alloc_hook!("C-unwind" _ZnamSt11align_val_tRKSt9nothrow_t => new_array_aligned_nothrow, Op::NewArrayAlignedNothrow, |n: usize, a: usize, t: P| size = n);
 
-entry!("C" calloc);
+// The overflow check leaves an overflowing n * m to the slow path, which records size 0.
+entry!("C" calloc, size "mov rax, rdi\nimul rax, rsi\njo 2f", real calloc);
 mod calloc {
     use super::*;
     /// `calloc`: the recorded size is `n * m` (0 when that overflows, and then the call fails).
@@ -197,7 +216,7 @@ mod calloc {
     }
 }
 
-entry!("C" posix_memalign);
+entry!("C" posix_memalign, size "mov rax, rdx", real posix_memalign);
 mod posix_memalign {
     use super::*;
     /// `posix_memalign`: recorded only when it succeeds (it reports failure by return value).

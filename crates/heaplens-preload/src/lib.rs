@@ -23,6 +23,7 @@
 
 pub mod activity;
 pub mod aggregate;
+pub mod fastpath;
 pub mod hooks;
 pub mod intern;
 pub mod modules;
@@ -163,7 +164,10 @@ fn start() {
     // SAFETY: plain function pointers with C ABI.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     STATE.store(ON, Ordering::Release);
-    output::ensure_writer();
+    fastpath::arm();
+    if output::writer_needed() {
+        output::ensure_writer();
+    }
 }
 
 fn process_record(max_frames: usize) -> ProcessRecord {

@@ -86,9 +86,56 @@ pub fn submit(buf: Box<[u8]>, len: usize, deferred: bool) -> bool {
             WAKE.notify_one();
         }
     }
+    if !writer_needed() {
+        // No writer thread (see [`writer_needed`]): the caller writes its buffer out itself.
+        return true;
+    }
     ensure_writer();
     backlog >= HIGH_WATER
 }
+
+/// Whether the trace needs the writer thread. While sampling, a program that has only its one
+/// thread does without: glibc's allocator skips its locks and atomics while the process is
+/// single-threaded (`__libc_single_threaded`), and a second thread of ours would cost every
+/// unsampled call of the program more than the monitor does, while the few samples are written
+/// by the program's thread itself (see [`sampled`]).
+pub fn writer_needed() -> bool {
+    !crate::sampling::enabled() || !procinfo::single_threaded()
+}
+
+/// When the recording threads last wrote out the buffers themselves (`CLOCK_MONOTONIC` ns).
+static LAST_SELF_SWEEP: AtomicU64 = AtomicU64::new(0);
+
+/// Without the writer thread, a sample that comes at least this long after the last write is
+/// written out at once, with everything held before it (nanoseconds).
+const SELF_SWEEP_NS: u64 = 10_000_000;
+
+/// After a sample was recorded. Without the writer thread ([`writer_needed`]) nothing writes
+/// on a timer, so the recording thread does it: a sample that comes [`SELF_SWEEP_NS`] or more
+/// after the last write goes to the file at once with all that every thread holds. At most a
+/// hundred writes a second, and a program killed while it does not allocate (SIGKILL, or a
+/// SIGTERM that skips the exit path) loses only the samples of its last 10 ms of allocating.
+/// The writer thread starts as soon as the program has a second thread.
+#[cold]
+pub fn sampled() {
+    if WRITER_RUNNING.load(Ordering::Relaxed) {
+        return;
+    }
+    if writer_needed() {
+        ensure_writer();
+        return;
+    }
+    let now = procinfo::now_ns();
+    if now.saturating_sub(LAST_SELF_SWEEP.load(Ordering::Relaxed)) >= SELF_SWEEP_NS {
+        LAST_SELF_SWEEP.store(now, Ordering::Relaxed);
+        thread::flush_all();
+        extra(BlockKind::Clock, procinfo::clock_sync().encode());
+        write_pending();
+    }
+}
+
+/// How often partly filled buffers are written out, in nanoseconds.
+const SWEEP_NS: u64 = 100_000_000;
 
 /// Queues a non-event block.
 pub fn extra(kind: BlockKind, payload: Vec<u8>) {
@@ -178,7 +225,7 @@ fn writer_loop() {
             break;
         }
         let now = procinfo::now_ns();
-        if now - last_sweep >= 100_000_000 {
+        if now - last_sweep >= SWEEP_NS {
             thread::flush_all();
             last_sweep = now;
         }

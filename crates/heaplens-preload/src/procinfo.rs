@@ -51,6 +51,19 @@ pub fn unix_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
+/// True while glibc counts the process as single-threaded (`__libc_single_threaded`, glibc
+/// 2.32+: it turns false for good when a second thread is created). False when the C library
+/// does not say.
+pub fn single_threaded() -> bool {
+    static FLAG: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let p = *FLAG.get_or_init(|| {
+        // SAFETY: a lookup of a NUL-terminated name.
+        unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"__libc_single_threaded".as_ptr()) as usize }
+    });
+    // SAFETY: glibc's `char __libc_single_threaded`, alive for the whole process.
+    p != 0 && unsafe { std::ptr::read_volatile(p as *const u8) } != 0
+}
+
 /// The kernel thread id of the calling thread.
 pub fn gettid() -> u32 {
     // SAFETY: no preconditions.

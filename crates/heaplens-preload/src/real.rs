@@ -14,7 +14,7 @@ macro_rules! real_fns {
     ($( $name:ident = $sym:literal : fn($($arg:ident : $ty:ty),*) -> $ret:ty, abi $abi:literal, else $fb:expr; )*) => {
         $(
             #[allow(non_upper_case_globals)]
-            static $name: AtomicUsize = AtomicUsize::new(0);
+            pub(crate) static $name: AtomicUsize = AtomicUsize::new(0);
         )*
 
         /// Looks every real function up; safe to call again (after a dlopen brings libstdc++).

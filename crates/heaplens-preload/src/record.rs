@@ -116,6 +116,9 @@ pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
             let ts = procinfo::now_ticks();
             e.alloc_unterminated(b, pos, op, ts, p as u64, size as u64, usable as u64)
         });
+        if sampling::enabled() {
+            output::sampled();
+        }
     });
 }
 
@@ -167,6 +170,9 @@ pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, 
             let ts = procinfo::now_ticks();
             e.realloc_unterminated(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64)
         });
+        if sampling::enabled() {
+            output::sampled();
+        }
     });
 }
 

@@ -21,7 +21,7 @@ static RATE: AtomicU64 = AtomicU64::new(0);
 /// 64 KiB of counters: small enough to stay in cache on the hot free path.
 const BUCKETS: usize = 1 << 16;
 const SHARDS: usize = 64;
-static COUNTS: [AtomicU8; BUCKETS] = [const { AtomicU8::new(0) }; BUCKETS];
+pub(crate) static COUNTS: [AtomicU8; BUCKETS] = [const { AtomicU8::new(0) }; BUCKETS];
 type FxSet = HashSet<u64, BuildHasherDefault<rustc_hash::FxHasher>>;
 static EXACT: [Mutex<Option<FxSet>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
 
@@ -97,6 +97,7 @@ fn next_distance(rng: &mut u64, rate: f64) -> i64 {
     ((-u.ln() * rate) as i64).max(1)
 }
 
+/// The filter bucket of a block (`crate::fastpath` computes the same in assembly).
 #[inline(always)]
 fn bucket(addr: u64) -> usize {
     ((addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as usize & (BUCKETS - 1)

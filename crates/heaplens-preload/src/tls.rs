@@ -18,13 +18,17 @@ pub struct Tls {
     pub rng: u64,
 }
 
+/// Where `crate::fastpath` finds [`Tls::sample_left`].
+pub(crate) const SAMPLE_LEFT_OFFSET: usize = 16;
+const _: () = assert!(std::mem::offset_of!(Tls, sample_left) == SAMPLE_LEFT_OFFSET);
+
 extern "C" {
     fn hl_tls() -> *mut Tls;
     fn hl_tls_offset() -> isize;
 }
 
 /// The slot's offset from the thread pointer, once known (0 before: then ask the C shim).
-static OFFSET: AtomicIsize = AtomicIsize::new(0);
+pub(crate) static OFFSET: AtomicIsize = AtomicIsize::new(0);
 
 /// Learns the slot's offset from the thread pointer (the same for every thread with the
 /// initial-exec model), so [`slot`] needs no call. Call once at start-up.

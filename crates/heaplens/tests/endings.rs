@@ -65,11 +65,34 @@ fn sigabrt_passes_through() {
 
 #[test]
 fn sigkill_mid_run_leaves_a_readable_trace() {
-    let dir = WorkDir::new("sigkill");
+    let v = killed_mid_run("sigkill", &[]);
+    let allocs = u(&v, "summary/allocations");
+    assert!(allocs <= 200_000, "more allocations than made: {allocs}");
+    assert_eq!(u(&v, "summary/allocations") - u(&v, "summary/deallocations"), u(&v, "summary/leaked_objects"));
+}
+
+/// While sampling, a single-threaded program has no writer thread: its own thread writes the
+/// samples (at once when the last write is 10 ms old), so a program killed while it sleeps
+/// still leaves them.
+#[test]
+fn sigkill_while_sampling_leaves_the_samples_written() {
+    let v = killed_mid_run("sigkill-sampled", &["--sample-rate", "4KiB"]);
+    assert_eq!(u(&v, "summary/sample_rate"), 4096);
+    // Estimates (about 4 700 samples, 1.5% standard error), each rounded on its own.
+    let allocs = u(&v, "summary/allocations");
+    assert!(allocs <= 220_000, "far more allocations estimated than made: {allocs}");
+    let (a, d, l) = (u(&v, "summary/allocations"), u(&v, "summary/deallocations"), u(&v, "summary/leaked_objects"));
+    assert!((a - d).abs_diff(l) <= 1, "allocations {a} - deallocations {d} != leaked {l}");
+}
+
+/// Runs `endings wait` (allocates, prints its pid, sleeps) under `heaplens run RUN_ARGS`, kills
+/// it with SIGKILL and checks the trace reads back; returns the report.
+fn killed_mid_run(name: &str, run_args: &[&str]) -> Value {
+    let dir = WorkDir::new(name);
     let exe = compile_c(&dir, "endings.c", &[]);
     let trace = dir.join("killed.hltrace");
     let mut cmd = Command::new(heaplens_exe());
-    cmd.arg("run").arg("-o").arg(&trace).arg("--").arg(&exe).args(["wait", "200000"]);
+    cmd.arg("run").args(run_args).arg("-o").arg(&trace).arg("--").arg(&exe).args(["wait", "200000"]);
     cmd.current_dir(&dir.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     no_core_dumps(&mut cmd);
     let mut child = cmd.spawn().expect("start heaplens run");
@@ -92,10 +115,8 @@ fn sigkill_mid_run_leaves_a_readable_trace() {
     assert!(trace.exists(), "no trace after SIGKILL\n{}", out.show());
 
     let v = report(&dir, &trace);
-    let allocs = u(&v, "summary/allocations");
-    assert!(allocs > 0, "nothing recorded before SIGKILL");
-    assert!(allocs <= 200_000, "more allocations than made: {allocs}");
+    assert!(u(&v, "summary/allocations") > 0, "nothing recorded before SIGKILL");
     assert_eq!(at(&v, "trace/complete"), &Value::Bool(false), "a SIGKILLed run cannot be complete");
     assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(9), "process/exit_signal");
-    assert_eq!(u(&v, "summary/allocations") - u(&v, "summary/deallocations"), u(&v, "summary/leaked_objects"));
+    v
 }

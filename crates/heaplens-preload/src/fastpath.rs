@@ -1,0 +1,141 @@
+//! The sampler's fast path in the entry stubs themselves (`heaplens run --sample-rate`).
+//!
+//! While sampling, nearly every call goes unrecorded: an allocation only counts its bytes down
+//! in the thread's slot, a deallocation of an unrecorded block only finds its filter bucket
+//! empty (see [`crate::sampling`]). Done in the stub, such a call is a dozen instructions and a
+//! tail jump into the real allocator: no frame, no saved registers, the real function returns
+//! straight to the program. Everything else (sampling off, a sample, a filter hit, a real
+//! function not resolved yet, a size that does not fit) falls through to the Rust hook, which
+//! decides again from scratch: the stub writes nothing before it commits to the fast path.
+//!
+//! Scratch registers are rax, r10 and r11 (never arguments); r8 and r9 are set for the hook as
+//! in every entry stub.
+//!
+//! What the stubs read lives in one cache line, [`HOT`]: a program that touches a lot of memory
+//! between two calls evicts the monitor's data from the first-level cache, and the three
+//! separate lines the stubs used to read (the rate, the TLS offset, the real function) cost
+//! more than the rest of the fast path.
+
+use std::sync::atomic::{AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+
+/// Copies of what the stubs read, set by [`arm`] once everything is resolved.
+#[repr(C, align(64))]
+pub(crate) struct Hot {
+    /// Non-zero when the stubs may take the fast path: the sample rate.
+    pub armed: AtomicU64,
+    /// [`crate::tls::OFFSET`].
+    pub tls_offset: AtomicIsize,
+    pub malloc: AtomicUsize,
+    pub free: AtomicUsize,
+    pub calloc: AtomicUsize,
+    pub memalign: AtomicUsize,
+    pub aligned_alloc: AtomicUsize,
+    pub posix_memalign: AtomicUsize,
+    pub valloc: AtomicUsize,
+    pub pvalloc: AtomicUsize,
+}
+
+pub(crate) static HOT: Hot = Hot {
+    armed: AtomicU64::new(0),
+    tls_offset: AtomicIsize::new(0),
+    malloc: AtomicUsize::new(0),
+    free: AtomicUsize::new(0),
+    calloc: AtomicUsize::new(0),
+    memalign: AtomicUsize::new(0),
+    aligned_alloc: AtomicUsize::new(0),
+    posix_memalign: AtomicUsize::new(0),
+    valloc: AtomicUsize::new(0),
+    pvalloc: AtomicUsize::new(0),
+};
+
+/// Lets the stubs take the fast path while sampling. Call once the real functions, the TLS
+/// offset and the sample rate are set; a stub that finds a field zero takes the slow path.
+pub fn arm() {
+    use crate::real;
+    let rate = crate::sampling::rate();
+    if rate == 0 || crate::tls::OFFSET.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let copy = |to: &AtomicUsize, from: &AtomicUsize| to.store(from.load(Ordering::Acquire), Ordering::Relaxed);
+    HOT.tls_offset.store(crate::tls::OFFSET.load(Ordering::Relaxed), Ordering::Relaxed);
+    copy(&HOT.malloc, &real::malloc);
+    copy(&HOT.free, &real::free);
+    copy(&HOT.calloc, &real::calloc);
+    copy(&HOT.memalign, &real::memalign);
+    copy(&HOT.aligned_alloc, &real::aligned_alloc);
+    copy(&HOT.posix_memalign, &real::posix_memalign);
+    copy(&HOT.valloc, &real::valloc);
+    copy(&HOT.pvalloc, &real::pvalloc);
+    HOT.armed.store(rate, Ordering::Release);
+}
+
+/// The body of an allocating entry stub: `$size` puts the requested bytes in rax (or jumps to
+/// `2f`), `$real` names the real function's pointer in [`HOT`], `$imp` the Rust hook.
+macro_rules! sampled_alloc_stub {
+    ($size:literal, $real:ident, $imp:path) => {
+        std::arch::naked_asm!(
+            "mov r10, qword ptr [rip + {hot} + {armed}]",
+            "test r10, r10",
+            "jz 2f",
+            $size,
+            "mov r10, qword ptr [rip + {hot} + {offset}]",
+            "add r10, qword ptr fs:0",
+            "mov r11, qword ptr [r10 + {left}]",
+            "sub r11, rax",
+            "test r11, r11",
+            "jle 2f",
+            "mov rax, qword ptr [rip + {hot} + {real}]",
+            "test rax, rax",
+            "jz 2f",
+            "mov qword ptr [r10 + {left}], r11",
+            "jmp rax",
+            "2:",
+            "lea r8, [rsp + 8]",
+            "mov r9, rbp",
+            "jmp {imp}",
+            hot = sym crate::fastpath::HOT,
+            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
+            offset = const std::mem::offset_of!(crate::fastpath::Hot, tls_offset),
+            real = const std::mem::offset_of!(crate::fastpath::Hot, $real),
+            left = const crate::tls::SAMPLE_LEFT_OFFSET,
+            imp = sym $imp,
+        )
+    };
+}
+
+/// The body of a deallocating entry stub: a non-null block whose filter bucket is empty goes
+/// to the real `free` (all the C++ `operator delete`s of libstdc++ only call `free`).
+macro_rules! sampled_free_stub {
+    ($imp:path) => {
+        std::arch::naked_asm!(
+            "mov r10, qword ptr [rip + {hot} + {armed}]",
+            "test r10, r10",
+            "jz 2f",
+            "test rdi, rdi",
+            "jz 2f",
+            // sampling::bucket: ((addr >> 4) * K) >> 48
+            "mov rax, rdi",
+            "shr rax, 4",
+            "movabs r11, {k}",
+            "imul rax, r11",
+            "shr rax, 48",
+            "lea r11, [rip + {counts}]",
+            "cmp byte ptr [r11 + rax], 0",
+            "jne 2f",
+            "mov rax, qword ptr [rip + {hot} + {real}]",
+            "test rax, rax",
+            "jz 2f",
+            "jmp rax",
+            "2:",
+            "jmp {imp}",
+            hot = sym crate::fastpath::HOT,
+            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
+            real = const std::mem::offset_of!(crate::fastpath::Hot, free),
+            k = const 0x9e37_79b9_7f4a_7c15u64,
+            counts = sym crate::sampling::COUNTS,
+            imp = sym $imp,
+        )
+    };
+}
+
+pub(crate) use {sampled_alloc_stub, sampled_free_stub};
