@@ -41,7 +41,7 @@
 
 use crate::event::{Event, EventDecoder, EventEncoder, Op, OpClass, MAX_EVENT_LEN};
 use crate::record::Malformed;
-use crate::varint::{put, put_at, read_var, read_vars, unzigzag, zigzag};
+use crate::varint::{put, put_at, read_var, unzigzag, zigzag};
 
 /// How many recently released blocks per size class an allocation address may refer to.
 pub const RECENT: u64 = 16;
@@ -309,26 +309,39 @@ pub fn first_ts(payload: &[u8]) -> Option<u64> {
 ///
 /// A payload is either decoded whole ([`ColumnDecoder::decode`]) or an event at a time
 /// ([`ColumnDecoder::start`], then [`ColumnDecoder::next_event`]), so that a consumer can stop
-/// part-way and go on later without materializing the events.
+/// part-way and go on later without materializing the events. Each event takes the next number
+/// of every section it has a field in: the sections are read side by side, which keeps their
+/// reads independent of one another.
 #[derive(Default)]
 pub struct ColumnDecoder {
     model: Model,
-    /// The sections' values: timestamps, address codes, sizes, usable sizes, stacks and old
-    /// addresses (see the layout above).
-    cols: [Vec<u64>; 6],
-    /// The op bytes of the payload being decoded.
-    ops: Vec<u8>,
+    /// The payload's sections, one after another.
+    buf: Vec<u8>,
+    /// Per section: where its next number starts, and where it ends, in `buf`.
+    at: [usize; SECTIONS],
+    end: [usize; SECTIONS],
     tid: u32,
-    /// Where decoding stands: the next event, allocation and reallocation.
+    /// Events whose op byte is in the payload.
+    n: usize,
+    /// The next event.
     i: usize,
-    ai: usize,
-    ri: usize,
-    /// Allocations whose size, usable size and stack all decoded.
-    allocs_ok: usize,
-    /// The payload holds fewer op bytes than its header says, or a record did not decode.
+    /// Timestamp and stack of the previous event.
+    ts: u64,
+    stack: u64,
+    /// The payload holds fewer op bytes than its header says.
     short: bool,
+    /// A record did not decode.
     failed: bool,
 }
+
+/// Section indices.
+const OPS: usize = 0;
+const DTS: usize = 1;
+const ADDRS: usize = 2;
+const SIZES: usize = 3;
+const SLACKS: usize = 4;
+const STACKS: usize = 5;
+const OLDS: usize = 6;
 
 impl ColumnDecoder {
     /// Decodes `payload`, calling `f` with each event in order; returns the thread id.
@@ -351,47 +364,24 @@ impl ColumnDecoder {
     /// Starts decoding `payload` (dropping what is left of the previous one); its events then
     /// come from [`ColumnDecoder::next_event`]. Returns the thread id.
     ///
-    /// Column at a time: each section is decoded here in a tight loop of its own (most of their
-    /// numbers take one byte), leaving only the address model to the events.
-    ///
     /// # Errors
     /// [`Malformed`] when the header does not decode (no event will come).
     pub fn start(&mut self, payload: &[u8]) -> Result<u32, Malformed> {
         self.model.reset();
-        (self.i, self.ai, self.ri) = (0, 0, 0);
-        self.ops.clear();
+        (self.i, self.ts, self.stack, self.n) = (0, 0, 0, 0);
+        self.buf.clear();
         let Some(Header { tid, n, sections }) = Header::parse(payload) else {
             self.failed = true;
             return Err(Malformed("event columns"));
         };
-        self.failed = false;
-        self.tid = tid;
-        let ops = &sections[0][..n.min(sections[0].len())];
-        self.short = ops.len() < n;
-        self.ops.extend_from_slice(ops);
-        let allocs = ops.iter().filter(|&&b| b < Op::Free as u8).count();
-        let reallocs = ops.iter().filter(|&&b| b == Op::Realloc as u8 || b == Op::ReallocArray as u8).count();
-        let [ts, codes, sizes, usables, stacks, olds] = &mut self.cols;
-        read_vars(sections[1], ops.len(), ts);
-        let mut t = 0u64;
-        for v in ts.iter_mut() {
-            t = t.wrapping_add(*v);
-            *v = t;
+        (self.tid, self.failed) = (tid, false);
+        for (k, sec) in sections.iter().enumerate() {
+            self.at[k] = self.buf.len();
+            self.buf.extend_from_slice(sec);
+            self.end[k] = self.buf.len();
         }
-        read_vars(sections[2], ops.len(), codes);
-        read_vars(sections[3], allocs, sizes);
-        read_vars(sections[4], allocs, usables);
-        for (u, s) in usables.iter_mut().zip(sizes.iter()) {
-            *u = s.wrapping_add(unzigzag(*u) as u64);
-        }
-        read_vars(sections[5], allocs, stacks);
-        let mut st = 0u64;
-        for v in stacks.iter_mut() {
-            st = st.wrapping_add(unzigzag(*v) as u64);
-            *v = st;
-        }
-        read_vars(sections[6], reallocs, olds);
-        self.allocs_ok = sizes.len().min(usables.len()).min(stacks.len());
+        self.n = n.min(sections[OPS].len());
+        self.short = self.n < n;
         Ok(tid)
     }
 
@@ -399,33 +389,36 @@ impl ColumnDecoder {
     /// record ([`ColumnDecoder::failed`] tells which).
     #[inline(always)]
     pub fn next_event(&mut self) -> Option<Event> {
-        let i = self.i;
-        let &b = self.ops.get(i)?;
-        match self.event(i, b) {
-            Some(ev) => {
-                self.i = i + 1;
-                Some(ev)
-            }
-            None => {
-                self.ops.clear();
-                self.failed = true;
-                None
-            }
+        if self.i >= self.n {
+            return None;
         }
+        let ev = self.event();
+        if ev.is_none() {
+            self.n = 0;
+            self.failed = true;
+        }
+        ev
     }
 
     /// Whether the payload being decoded turned out malformed (once [`ColumnDecoder::next_event`]
     /// returned `None`: the events before the fault were returned).
     pub fn failed(&self) -> bool {
-        self.failed || (self.short && self.i >= self.ops.len())
+        self.failed || (self.short && self.i >= self.n)
+    }
+
+    /// The next number of section `k`.
+    #[inline(always)]
+    fn var(&mut self, k: usize) -> Option<u64> {
+        read_var(&self.buf[..self.end[k]], &mut self.at[k])
     }
 
     #[inline(always)]
-    fn event(&mut self, i: usize, b: u8) -> Option<Event> {
-        let [ts, codes, sizes, usables, stacks, olds] = &self.cols;
+    fn event(&mut self) -> Option<Event> {
+        let b = self.buf[self.at[OPS] + self.i];
         let op = Op::from_u8(b)?;
-        let (Some(&ts), Some(&code)) = (ts.get(i), codes.get(i)) else { return None };
-        let mut ev = Event { ts, tid: self.tid, op, addr: 0, old_addr: 0, size: 0, usable: 0, stack: 0 };
+        self.ts = self.ts.wrapping_add(self.var(DTS)?);
+        let code = self.var(ADDRS)?;
+        let mut ev = Event { ts: self.ts, tid: self.tid, op, addr: 0, old_addr: 0, size: 0, usable: 0, stack: 0 };
         if b >= Op::Free as u8 {
             if code & 1 == 0 {
                 let age = (code >> 1) as usize;
@@ -435,26 +428,23 @@ impl ColumnDecoder {
                 ev.addr = self.model.prev_free.wrapping_add(unzigzag(code >> 1) as u64);
                 self.model.prev_free = ev.addr;
             }
+            self.i += 1;
             return Some(ev);
         }
-        let ai = self.ai;
-        if ai >= self.allocs_ok {
-            return None;
-        }
-        ev.size = sizes[ai];
-        ev.usable = usables[ai];
-        ev.stack = u32::try_from(stacks[ai]).ok()?;
+        ev.size = self.var(SIZES)?;
+        ev.usable = ev.size.wrapping_add(unzigzag(self.var(SLACKS)?) as u64);
+        self.stack = self.stack.wrapping_add(unzigzag(self.var(STACKS)?) as u64);
+        ev.stack = u32::try_from(self.stack).ok()?;
         ev.addr = if code < RECENT {
             self.model.take_recent(Model::class(ev.usable)?, code)?
         } else {
             self.model.prev_end.wrapping_add(unzigzag(code - RECENT) as u64)
         };
         if op.class() == OpClass::Realloc {
-            ev.old_addr = ev.addr.wrapping_add(unzigzag(*olds.get(self.ri)?) as u64);
-            self.ri += 1;
+            ev.old_addr = ev.addr.wrapping_add(unzigzag(self.var(OLDS)?) as u64);
         }
-        self.ai = ai + 1;
         self.model.allocated(ev.addr, ev.usable);
+        self.i += 1;
         Some(ev)
     }
 

@@ -49,6 +49,11 @@ pub fn read_var(d: &[u8], pos: &mut usize) -> Option<u64> {
             *pos += 1;
             return Some(u64::from(bytes[0]));
         }
+        // Two bytes: the next most common, also a predictable branch in a column of them.
+        if bytes[1] < 0x80 {
+            *pos += 2;
+            return Some(u64::from(bytes[0] & 0x7f) | u64::from(bytes[1]) << 7);
+        }
         // Up to 8 bytes without a branch per byte: find the terminating byte (high bit clear),
         // keep the bytes up to it and squeeze out the continuation bits.
         let w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
@@ -60,54 +65,6 @@ pub fn read_var(d: &[u8], pos: &mut usize) -> Option<u64> {
         }
     }
     read_var_slow(d, pos)
-}
-
-/// Decodes up to `n` varints from the start of `d` into `out` (after clearing it), stopping early
-/// at a malformed or missing one. Takes eight bytes at a time and every varint that ends in
-/// them, so a column of small numbers is not one long chain of dependent reads.
-pub fn read_vars(d: &[u8], n: usize, out: &mut Vec<u64>) {
-    // Every varint takes at least a byte.
-    let cap = n.min(d.len());
-    out.clear();
-    out.resize(cap, 0);
-    let o = &mut out[..];
-    let (mut k, mut pos) = (0usize, 0usize);
-    while k + 8 <= cap {
-        let Some(bytes) = d.get(pos..pos + 8) else { break };
-        let w = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-        let mut stops = !w & 0x8080_8080_8080_8080;
-        if stops == 0x8080_8080_8080_8080 {
-            // Eight one-byte numbers.
-            for (j, v) in o[k..k + 8].iter_mut().enumerate() {
-                *v = (w >> (8 * j)) & 0xff;
-            }
-            k += 8;
-            pos += 8;
-            continue;
-        }
-        if stops == 0 {
-            break;
-        }
-        let mut start = 0u32;
-        while stops != 0 {
-            let end = stops.trailing_zeros() + 1;
-            let bits = w >> start;
-            let len = end - start;
-            o[k] = squeeze(low_bits(bits, len));
-            k += 1;
-            start = end;
-            stops &= stops - 1;
-        }
-        pos += (start / 8) as usize;
-    }
-    while k < cap {
-        match read_var(d, &mut pos) {
-            Some(v) => o[k] = v,
-            None => break,
-        }
-        k += 1;
-    }
-    out.truncate(k);
 }
 
 /// The lowest `bits` (1..=64) bits of `w`.
@@ -257,26 +214,6 @@ mod tests {
             // Trailing 0xff bytes: an unterminated varint.
             assert_eq!(read_var(&d, &mut pos), None);
         }
-    }
-
-    #[test]
-    fn bulk_reads_match_single_reads() {
-        let mut d = Vec::new();
-        for i in 0..1000u64 {
-            put(&mut d, if i % 37 < 30 { i % 100 } else { i * 1_000_003 });
-        }
-        let mut single = Vec::new();
-        let mut pos = 0;
-        while let Some(v) = read_var(&d, &mut pos) {
-            single.push(v);
-        }
-        let mut bulk = Vec::new();
-        for n in [0, 7, 8, 9, 500, 1000, 5000] {
-            read_vars(&d, n, &mut bulk);
-            assert_eq!(bulk[..], single[..n.min(1000)]);
-        }
-        read_vars(&d[..d.len() - 1], 1000, &mut bulk);
-        assert_eq!(bulk.len(), 999);
     }
 
     #[test]

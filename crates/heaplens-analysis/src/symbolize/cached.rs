@@ -1,9 +1,9 @@
 //! Symbolizing in the background while the events are replayed: a thread receives the module
-//! records and the stack nodes as the trace is read, opens the module files that stacks lead
-//! into as soon as they appear, and once the trace is read symbolizes every return address of
-//! the trie with an [`ElfSymbolizer`] over all module records. The report then asks a
-//! [`CachedSymbolizer`] for the addresses it needs, which answers exactly as that
-//! `ElfSymbolizer` would have, warnings included.
+//! records and the stack nodes as the trace is read and symbolizes every return address of the
+//! trie as it arrives, with an [`ElfSymbolizer`] over the module records read so far (checked
+//! against all of them once the trace is read). The report then asks a [`CachedSymbolizer`]
+//! for the addresses it needs, which answers exactly as an `ElfSymbolizer` over all module
+//! records would have, warnings included.
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,44 +40,62 @@ pub(crate) struct SymResults {
 }
 
 /// Runs the background symbolization until `rx` closes (the trace is read).
+///
+/// Addresses are symbolized as they arrive, with the module records read so far, so that the
+/// costly part (inflating and parsing a module's DWARF) overlaps the reading and the replay.
+/// Module records come before the stacks that use them, but a later record may still take over
+/// an address range (a library loaded where another was unloaded): once every record is in,
+/// each address is looked up again and symbolized anew if its module is not the same.
 pub(crate) fn symbolize_all(rx: Receiver<SymMsg>, progress: Arc<SymProgress>) -> SymResults {
     let cache = Rc::new(FileCache::default());
     let mut records = Vec::new();
-    let mut addrs = Vec::new();
     let mut current: Option<ElfSymbolizer> = None;
+    let mut frames: IdMap<u64, (u32, u32, Option<usize>)> = IdMap::default();
+    let mut arena = Vec::new();
     for msg in rx {
         match msg {
             SymMsg::Modules(m) => {
                 records.extend(m);
                 current = None;
             }
-            SymMsg::Addrs(a) => {
+            SymMsg::Addrs(mut a) => {
                 let sym = current.get_or_insert_with(|| ElfSymbolizer::with_cache(&records, cache.clone()));
+                // In address order, so each module's debug info is read in one sweep.
+                a.sort_unstable();
                 for &x in &a {
-                    sym.warm(x);
+                    if !frames.contains_key(&x) {
+                        let f = symbolize(sym, x, &mut arena);
+                        frames.insert(x, f);
+                    }
                 }
-                addrs.extend(a);
+                progress.total.fetch_add(a.len() as u64, Ordering::Relaxed);
             }
         }
     }
     drop(current);
-    // In address order, as `paths::resolve` does, so each module's debug info is read in one
-    // sweep.
-    addrs.sort_unstable();
-    addrs.dedup();
-    progress.total.store(addrs.len() as u64, Ordering::Relaxed);
     progress.started.store(true, Ordering::Release);
     let mut sym = ElfSymbolizer::with_cache(&records, cache);
-    let mut frames = IdMap::default();
-    frames.reserve(addrs.len());
-    let mut arena = Vec::new();
+    let mut addrs: Vec<u64> = frames.keys().copied().collect();
+    addrs.sort_unstable();
+    progress.total.store(addrs.len() as u64, Ordering::Relaxed);
     for &a in &addrs {
-        let start = arena.len() as u32;
-        sym.symbolize(a, &mut arena);
-        frames.insert(a, (start, arena.len() as u32 - start, sym.module_of_return(a)));
+        // The module's files are opened (or their failure noted) as symbolizing it would.
+        sym.warm(a);
+        let module = sym.module_of_return(a);
+        if frames[&a].2 != module {
+            let f = symbolize(&mut sym, a, &mut arena);
+            frames.insert(a, f);
+        }
         progress.done.fetch_add(1, Ordering::Relaxed);
     }
     SymResults { frames, arena, warnings: sym.module_warnings() }
+}
+
+/// Appends the frames of `a` to `arena`: (first, count, module).
+fn symbolize(sym: &mut ElfSymbolizer, a: u64, arena: &mut Vec<Frame>) -> (u32, u32, Option<usize>) {
+    let start = arena.len() as u32;
+    sym.symbolize(a, arena);
+    (start, arena.len() as u32 - start, sym.module_of_return(a))
 }
 
 /// Answers from [`SymResults`].
