@@ -63,9 +63,8 @@ pub(crate) fn symbolize_all(rx: Receiver<SymMsg>, progress: Arc<SymProgress>) ->
                 // In address order, so each module's debug info is read in one sweep.
                 a.sort_unstable();
                 for &x in &a {
-                    if !frames.contains_key(&x) {
-                        let f = symbolize(sym, x, &mut arena);
-                        frames.insert(x, f);
+                    if let std::collections::hash_map::Entry::Vacant(v) = frames.entry(x) {
+                        v.insert(symbolize(sym, x, &mut arena));
                     }
                 }
                 progress.total.fetch_add(a.len() as u64, Ordering::Relaxed);
