@@ -103,8 +103,8 @@ macro_rules! sampled_alloc_stub {
     };
 }
 
-/// The body of a deallocating entry stub: a non-null block whose filter bucket is empty goes
-/// to the real `free` (all the C++ `operator delete`s of libstdc++ only call `free`).
+/// The body of a deallocating entry stub: a non-null block whose filter bucket is not occupied
+/// goes to the real `free` (all the C++ `operator delete`s of libstdc++ only call `free`).
 macro_rules! sampled_free_stub {
     ($imp:path) => {
         std::arch::naked_asm!(
@@ -119,9 +119,14 @@ macro_rules! sampled_free_stub {
             "movabs r11, {k}",
             "imul rax, r11",
             "shr rax, 48",
-            "lea r11, [rip + {counts}]",
-            "cmp byte ptr [r11 + rax], 0",
-            "jne 2f",
+            // sampling::occupied: bit (b % 8) of byte b / 8
+            "mov r11, rax",
+            "shr r11, 3",
+            "lea r10, [rip + {occupied}]",
+            "movzx r10d, byte ptr [r10 + r11]",
+            "and eax, 7",
+            "bt r10d, eax",
+            "jc 2f",
             "mov rax, qword ptr [rip + {hot} + {real}]",
             "test rax, rax",
             "jz 2f",
@@ -132,10 +137,57 @@ macro_rules! sampled_free_stub {
             armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
             real = const std::mem::offset_of!(crate::fastpath::Hot, free),
             k = const 0x9e37_79b9_7f4a_7c15u64,
-            counts = sym crate::sampling::COUNTS,
+            occupied = sym crate::sampling::OCCUPIED,
             imp = sym $imp,
         )
     };
 }
 
-pub(crate) use {sampled_alloc_stub, sampled_free_stub};
+/// The body of the plain `operator new` / `new[]` stubs: with the bytes counted down, the block
+/// comes from the real `malloc` (of at least one byte, as libstdc++'s operators do). That call
+/// returns here, so this stub has a frame, described to unwinders by its CFI. When `malloc`
+/// fails, the Rust hook takes over (it runs the real operator: new_handler, `bad_alloc`).
+macro_rules! sampled_new_stub {
+    ($imp:path) => {
+        std::arch::naked_asm!(
+            ".cfi_startproc",
+            "mov r10, qword ptr [rip + {hot} + {armed}]",
+            "test r10, r10",
+            "jz 2f",
+            "mov r10, qword ptr [rip + {hot} + {offset}]",
+            "add r10, qword ptr fs:0",
+            "mov r11, qword ptr [r10 + {left}]",
+            "sub r11, rdi",
+            "test r11, r11",
+            "jle 2f",
+            "mov rax, qword ptr [rip + {hot} + {malloc}]",
+            "test rax, rax",
+            "jz 2f",
+            "mov qword ptr [r10 + {left}], r11",
+            // Keeps the size for the slow path, and aligns the stack for the call.
+            "push rdi",
+            ".cfi_adjust_cfa_offset 8",
+            "cmp rdi, 1",
+            "adc rdi, 0",
+            "call rax",
+            "pop rdi",
+            ".cfi_adjust_cfa_offset -8",
+            "test rax, rax",
+            "jz 2f",
+            "ret",
+            "2:",
+            "lea r8, [rsp + 8]",
+            "mov r9, rbp",
+            "jmp {imp}",
+            ".cfi_endproc",
+            hot = sym crate::fastpath::HOT,
+            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
+            offset = const std::mem::offset_of!(crate::fastpath::Hot, tls_offset),
+            malloc = const std::mem::offset_of!(crate::fastpath::Hot, malloc),
+            left = const crate::tls::SAMPLE_LEFT_OFFSET,
+            imp = sym $imp,
+        )
+    };
+}
+
+pub(crate) use {sampled_alloc_stub, sampled_free_stub, sampled_new_stub};

@@ -38,6 +38,14 @@ macro_rules! entry {
             std::arch::naked_asm!("lea r8, [rsp + 8]", "mov r9, rbp", "jmp {imp}", imp = sym $name::imp)
         }
     };
+    ($abi:literal $name:ident, new_fast) => {
+        #[allow(clippy::missing_safety_doc)]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern $abi fn $name() {
+            crate::fastpath::sampled_new_stub!($name::imp)
+        }
+    };
     ($abi:literal $name:ident, size $size:literal, real $real:ident) => {
         #[allow(clippy::missing_safety_doc)]
         #[unsafe(naked)]
@@ -155,8 +163,8 @@ macro_rules! dealloc_hook {
 /// usual) through this frame, hence the "C-unwind" ABI. The aligned forms keep to the real
 /// operators ([`throwing_new_hook`]).
 macro_rules! new_hook {
-    ($name:ident => $real:ident, $op:expr, |$n:ident : usize $(, $t:ident : P)?|) => {
-        entry!("C-unwind" $name);
+    ($name:ident => $real:ident, $op:expr, |$n:ident : usize $(, $t:ident : P)?| $(, $fast:ident)?) => {
+        entry!("C-unwind" $name $(, $fast)?);
         #[allow(non_snake_case)]
         mod $name {
             use super::*;
@@ -191,8 +199,8 @@ alloc_hook!("C" memalign => memalign, Op::Memalign, |a: usize, n: usize| size = 
 alloc_hook!("C" aligned_alloc => aligned_alloc, Op::AlignedAlloc, |a: usize, n: usize| size = n, fast "mov rax, rsi");
 alloc_hook!("C" valloc => valloc, Op::Valloc, |n: usize| size = n, fast "mov rax, rdi");
 alloc_hook!("C" pvalloc => pvalloc, Op::Pvalloc, |n: usize| size = n, fast "mov rax, rdi");
-new_hook!(_Znwm => new, Op::New, |n: usize|);
-new_hook!(_Znam => new_array, Op::NewArray, |n: usize|);
+new_hook!(_Znwm => new, Op::New, |n: usize|, new_fast);
+new_hook!(_Znam => new_array, Op::NewArray, |n: usize|, new_fast);
 new_hook!(_ZnwmRKSt9nothrow_t => new_nothrow, Op::NewNothrow, |n: usize, t: P|);
 new_hook!(_ZnamRKSt9nothrow_t => new_array_nothrow, Op::NewArrayNothrow, |n: usize, t: P|);
 throwing_new_hook!(_ZnwmSt11align_val_t => new_aligned via new_aligned_nothrow, Op::NewAligned, |n: usize, a: usize|);

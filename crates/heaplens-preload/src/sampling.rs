@@ -5,8 +5,9 @@
 //! probability `1 - exp(-s / rate)` and reports can weight it back to an unbiased estimate.
 //!
 //! Only the deallocations of recorded blocks are recorded. Which blocks those are is kept in a
-//! counting filter (one byte per bucket, 64 KiB in this library's .bss) backed by an exact set: a free of
-//! an unrecorded block costs one byte load.
+//! counting filter (one byte per bucket, 64 KiB in this library's .bss) backed by an exact set,
+//! and the filter's occupied buckets in a bitmap of 8 KiB: a free of an unrecorded block costs
+//! one bit test, in a table small enough to stay in the first-level cache.
 
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
@@ -21,7 +22,9 @@ static RATE: AtomicU64 = AtomicU64::new(0);
 /// 64 KiB of counters: small enough to stay in cache on the hot free path.
 const BUCKETS: usize = 1 << 16;
 const SHARDS: usize = 64;
-pub(crate) static COUNTS: [AtomicU8; BUCKETS] = [const { AtomicU8::new(0) }; BUCKETS];
+static COUNTS: [AtomicU8; BUCKETS] = [const { AtomicU8::new(0) }; BUCKETS];
+/// Bit `b` set when bucket `b` of [`COUNTS`] is not zero (what the free paths test).
+pub(crate) static OCCUPIED: [AtomicU8; BUCKETS / 8] = [const { AtomicU8::new(0) }; BUCKETS / 8];
 type FxSet = HashSet<u64, BuildHasherDefault<rustc_hash::FxHasher>>;
 static EXACT: [Mutex<Option<FxSet>>; SHARDS] = [const { Mutex::new(None) }; SHARDS];
 
@@ -103,11 +106,36 @@ fn bucket(addr: u64) -> usize {
     ((addr >> 4).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as usize & (BUCKETS - 1)
 }
 
+/// Makes bucket `b`'s bit say whether its count is non-zero. Threads that change the count at
+/// once may write the bit in either order: whoever writes it last checks the count did not
+/// move meanwhile, and writes again if it did.
+fn sync_bit(b: usize) {
+    let (byte, bit) = (&OCCUPIED[b / 8], 1u8 << (b % 8));
+    loop {
+        let c = COUNTS[b].load(Ordering::Acquire);
+        if c != 0 {
+            byte.fetch_or(bit, Ordering::AcqRel);
+        } else {
+            byte.fetch_and(!bit, Ordering::AcqRel);
+        }
+        if COUNTS[b].load(Ordering::Acquire) == c {
+            return;
+        }
+    }
+}
+
+/// Whether bucket `b` may hold a recorded block.
+#[inline(always)]
+fn occupied(b: usize) -> bool {
+    OCCUPIED[b / 8].load(Ordering::Acquire) & (1 << (b % 8)) != 0
+}
+
 /// Remembers that the block at `addr` was recorded.
 pub fn insert(addr: u64) {
-    let c = &COUNTS[bucket(addr)];
+    let b = bucket(addr);
     // Saturate rather than wrap: a saturated bucket just always consults the exact set.
-    let _ = c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(v.saturating_add(1)));
+    let _ = COUNTS[b].fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(v.saturating_add(1)));
+    sync_bit(b);
     if let Ok(mut s) = EXACT[(addr >> 4) as usize % SHARDS].lock() {
         s.get_or_insert_with(FxSet::default).insert(addr);
     }
@@ -116,19 +144,21 @@ pub fn insert(addr: u64) {
 /// Forgets the block at `addr`; true when it was a recorded block (its release is recorded).
 #[inline(always)]
 pub fn remove(addr: u64) -> bool {
-    let c = &COUNTS[bucket(addr)];
-    if c.load(Ordering::Acquire) == 0 {
+    let b = bucket(addr);
+    if !occupied(b) {
         return false;
     }
-    remove_slow(addr, c)
+    remove_slow(addr, b)
 }
 
 #[cold]
-fn remove_slow(addr: u64, c: &AtomicU8) -> bool {
+fn remove_slow(addr: u64, b: usize) -> bool {
     let found =
         EXACT[(addr >> 4) as usize % SHARDS].lock().is_ok_and(|mut s| s.as_mut().is_some_and(|s| s.remove(&addr)));
     if found {
-        let _ = c.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(if v == u8::MAX { v } else { v - 1 }));
+        let _ =
+            COUNTS[b].fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(if v == u8::MAX { v } else { v - 1 }));
+        sync_bit(b);
     }
     found
 }
@@ -146,6 +176,13 @@ mod tests {
         assert!(!remove(0x1000));
         assert!(!remove(0x1010));
         assert!(remove(0x1000 + 64 * 99));
+        // Every bucket's bit agrees with its count once the blocks are gone again.
+        for a in (0x1000u64..0x1000 + 64 * 99).step_by(64).skip(1) {
+            assert!(remove(a), "{a:#x}");
+        }
+        for b in 0..BUCKETS {
+            assert_eq!(occupied(b), COUNTS[b].load(Ordering::Relaxed) != 0, "bucket {b}");
+        }
     }
 
     #[test]
