@@ -12,6 +12,8 @@ use addr2line::Loader;
 use heaplens_trace::ModuleRecord;
 use object::{Object, ObjectSymbol, ReadCache};
 
+use super::dwarf::{push_all, DebugDwarf};
+use super::mapped::Mapped;
 use super::{Frame, Symbolizer};
 
 /// Where global debug files live (Debian's `-dbg`/`-dbgsym` packages install here).
@@ -53,9 +55,9 @@ pub(crate) struct Files {
     debug_path: Option<PathBuf>,
     /// Its symbol table, `(address, demangled name)` by address, read without its DWARF.
     debug_symbols: OnceCell<Vec<(u64, String)>>,
-    /// Its DWARF, loaded on the first frame that needs it: addr2line inflates every section up
-    /// front (megabytes for libc), which frames the paths cut anyway never need.
-    debug: OnceCell<Option<Loader>>,
+    /// Its DWARF, loaded on the first frame that needs it: that inflates megabytes (for libc),
+    /// which frames the paths cut anyway never need.
+    debug: OnceCell<Option<DebugDwarf>>,
 }
 
 /// Symbolizes addresses of a process from its module list ([`ModuleRecord`]s of the trace).
@@ -149,9 +151,11 @@ impl Module {
 
 fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
     let file = File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
-    let cache = ReadCache::new(file);
-    let obj = object::File::parse(&cache).map_err(|e| format!("cannot parse {path}: {e}"))?;
-    let file_id = obj.build_id().ok().flatten().map(<[u8]>::to_vec);
+    let ids = match Mapped::new(&file) {
+        Some(map) => ids(map.bytes()),
+        None => ids(&ReadCache::new(file)),
+    };
+    let (file_id, debuglink) = ids.map_err(|e| format!("cannot parse {path}: {e}"))?;
     if let Some(file_id) = &file_id {
         // A rebuilt file would give confident wrong names: better none.
         if !build_id.is_empty() && file_id != build_id {
@@ -165,14 +169,24 @@ fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
         None
     } else {
         let id = if build_id.is_empty() { file_id.unwrap_or_default() } else { build_id.to_vec() };
-        debug_file(Path::new(path), &obj, &id)
+        debug_file(Path::new(path), debuglink.as_deref(), &id)
     };
     Ok(Files { primary, debug_path, debug_symbols: OnceCell::new(), debug: OnceCell::new() })
 }
 
+/// The build id and `.gnu_debuglink` file name of an object file.
+type Ids = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+fn ids<'d, R: object::ReadRef<'d>>(data: R) -> object::Result<Ids> {
+    let obj = object::File::parse(data)?;
+    let link = obj.gnu_debuglink().ok().flatten().map(|(name, _crc)| name.to_vec());
+    Ok((obj.build_id().ok().flatten().map(<[u8]>::to_vec), link))
+}
+
 /// Finds the separate debug file of `path`: by build id under /usr/lib/debug/.build-id, then by
-/// `.gnu_debuglink` next to the file, in its `.debug/` directory, and under /usr/lib/debug.
-fn debug_file<'d, R: object::ReadRef<'d>>(path: &Path, obj: &object::File<'d, R>, id: &[u8]) -> Option<PathBuf> {
+/// `.gnu_debuglink` (`link`) next to the file, in its `.debug/` directory, and under
+/// /usr/lib/debug.
+fn debug_file(path: &Path, link: Option<&[u8]>, id: &[u8]) -> Option<PathBuf> {
     if id.len() >= 2 {
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
         let p = PathBuf::from(format!("{DEBUG_ROOT}/.build-id/{}/{}.debug", &hex[..2], &hex[2..]));
@@ -180,8 +194,7 @@ fn debug_file<'d, R: object::ReadRef<'d>>(path: &Path, obj: &object::File<'d, R>
             return Some(p);
         }
     }
-    let (name, _crc) = obj.gnu_debuglink().ok().flatten()?;
-    let name = Path::new(std::str::from_utf8(name).ok()?);
+    let name = Path::new(std::str::from_utf8(link?).ok()?);
     let dir = path.parent().unwrap_or(Path::new("/"));
     let canon_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let global = Path::new(DEBUG_ROOT).join(canon_dir.strip_prefix("/").unwrap_or(&canon_dir));
@@ -197,19 +210,21 @@ fn demangle(name: &str) -> String {
 /// The symbol table of `path` (`(address, demangled name)` by address), read through the
 /// section table alone; empty when it cannot be read.
 fn read_symbols(path: &Path) -> Vec<(u64, String)> {
-    let Ok(file) = File::open(path) else { return Vec::new() };
-    let cache = ReadCache::new(file);
-    let Ok(obj) = object::File::parse(&cache) else { return Vec::new() };
-    let mut syms: Vec<(u64, bool, &str)> = obj
-        .symbols()
-        .filter(|s| s.is_definition() && matches!(s.kind(), object::SymbolKind::Text | object::SymbolKind::Data))
-        .filter_map(|s| Some((s.address(), !s.is_global(), s.name().ok().filter(|n| !n.is_empty())?)))
-        .collect();
+    let Some(map) = File::open(path).ok().and_then(|f| Mapped::new(&f)) else { return Vec::new() };
+    let Ok(obj) = object::File::parse(map.bytes()) else { return Vec::new() };
     // Of the names at one address, the public one without its symbol version
     // (`__libc_start_main`, not `__libc_start_main_alias_1` or `__libc_start_main@GLIBC_2.2.5`).
-    syms.sort_by_key(|&(a, local, n)| (a, local, n.contains('@'), n));
+    let mut syms: Vec<(u64, bool, bool, &str)> = obj
+        .symbols()
+        .filter(|s| s.is_definition() && matches!(s.kind(), object::SymbolKind::Text | object::SymbolKind::Data))
+        .filter_map(|s| {
+            let n = s.name().ok().filter(|n| !n.is_empty())?;
+            Some((s.address(), !s.is_global(), n.contains('@'), n))
+        })
+        .collect();
+    syms.sort_unstable();
     syms.dedup_by_key(|s| s.0);
-    syms.into_iter().map(|(a, _, n)| (a, demangle(n.split('@').next().unwrap_or(n)))).collect()
+    syms.into_iter().map(|(a, _, _, n)| (a, demangle(n.split('@').next().unwrap_or(n)))).collect()
 }
 
 impl Files {
@@ -226,9 +241,16 @@ impl Files {
         self.primary.find_symbol_info(probe).map(|s| (demangle(s.name()), s.address()))
     }
 
-    fn dwarf(&self) -> &Loader {
-        let debug = self.debug.get_or_init(|| self.debug_path.as_ref().and_then(|p| Loader::new(p).ok()));
-        debug.as_ref().unwrap_or(&self.primary)
+    /// Appends the DWARF frames of `probe` (none when there is no DWARF for it).
+    fn push_frames(&self, probe: u64, unknown: &Frame, out: &mut Vec<Frame>) {
+        match self.debug.get_or_init(|| self.debug_path.as_deref().and_then(DebugDwarf::load)) {
+            Some(d) => d.push_frames(probe, unknown, out),
+            None => {
+                if let Ok(f) = self.primary.find_frames(probe) {
+                    push_all(f, unknown, out);
+                }
+            }
+        }
     }
 }
 
@@ -262,16 +284,7 @@ impl Symbolizer for ElfSymbolizer {
             }
         }
         let start = out.len();
-        if let Ok(mut frames) = files.dwarf().find_frames(probe) {
-            while let Ok(Some(f)) = frames.next() {
-                let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(Cow::into_owned);
-                let (file, line) = match f.location {
-                    Some(l) => (l.file.map(str::to_string), l.line),
-                    None => (None, None),
-                };
-                out.push(Frame { function, file, line, ..unknown.clone() });
-            }
-        }
+        files.push_frames(probe, &unknown, out);
         if out.len() == start {
             // No DWARF for this address: one frame from the symbol table.
             out.push(unknown);

@@ -2,7 +2,9 @@
 //! stands for (several when calls were inlined).
 
 pub(crate) mod cached;
+mod dwarf;
 mod elf;
+mod mapped;
 
 use std::collections::HashMap;
 
