@@ -28,6 +28,7 @@ pub(crate) struct Hot {
     pub malloc: AtomicUsize,
     pub free: AtomicUsize,
     pub calloc: AtomicUsize,
+    pub realloc: AtomicUsize,
     pub memalign: AtomicUsize,
     pub aligned_alloc: AtomicUsize,
     pub posix_memalign: AtomicUsize,
@@ -41,6 +42,7 @@ pub(crate) static HOT: Hot = Hot {
     malloc: AtomicUsize::new(0),
     free: AtomicUsize::new(0),
     calloc: AtomicUsize::new(0),
+    realloc: AtomicUsize::new(0),
     memalign: AtomicUsize::new(0),
     aligned_alloc: AtomicUsize::new(0),
     posix_memalign: AtomicUsize::new(0),
@@ -66,7 +68,26 @@ pub fn arm() {
     copy(&HOT.posix_memalign, &real::posix_memalign);
     copy(&HOT.valloc, &real::valloc);
     copy(&HOT.pvalloc, &real::pvalloc);
+    copy(&HOT.realloc, &real::realloc);
     HOT.armed.store(rate, Ordering::Release);
+}
+
+/// Jumps to `2f` when the block in rdi may be a recorded one: `sampling::bucket` (the top 16 bits
+/// of `(addr >> 4) * k`), then bit `b % 8` of byte `b / 8` of `sampling::OCCUPIED`. Needs the
+/// operands `k` and `occupied`; clobbers rax, r10, r11.
+macro_rules! occupied_test {
+    () => {
+        "mov rax, rdi\nshr rax, 4\nmovabs r11, {k}\nimul rax, r11\nshr rax, 48\nmov r11, rax\nshr r11, 3\n\
+         lea r10, [rip + {occupied}]\nmovzx r10d, byte ptr [r10 + r11]\nand eax, 7\nbt r10d, eax\njc 2f"
+    };
+}
+
+/// Puts the address of this thread's slot in r10 and its bytes left until the next sample in
+/// r11. Needs the operands `hot`, `offset` and `left`.
+macro_rules! slot_left {
+    () => {
+        "mov r10, qword ptr [rip + {hot} + {offset}]\nadd r10, qword ptr fs:0\nmov r11, qword ptr [r10 + {left}]"
+    };
 }
 
 /// The body of an allocating entry stub: `$size` puts the requested bytes in rax (or jumps to
@@ -78,9 +99,7 @@ macro_rules! sampled_alloc_stub {
             "test r10, r10",
             "jz 2f",
             $size,
-            "mov r10, qword ptr [rip + {hot} + {offset}]",
-            "add r10, qword ptr fs:0",
-            "mov r11, qword ptr [r10 + {left}]",
+            crate::fastpath::slot_left!(),
             "sub r11, rax",
             "test r11, r11",
             "jle 2f",
@@ -114,19 +133,7 @@ macro_rules! sampled_free_stub {
             "test rdi, rdi",
             "jz 2f",
             // sampling::bucket: ((addr >> 4) * K) >> 48
-            "mov rax, rdi",
-            "shr rax, 4",
-            "movabs r11, {k}",
-            "imul rax, r11",
-            "shr rax, 48",
-            // sampling::occupied: bit (b % 8) of byte b / 8
-            "mov r11, rax",
-            "shr r11, 3",
-            "lea r10, [rip + {occupied}]",
-            "movzx r10d, byte ptr [r10 + r11]",
-            "and eax, 7",
-            "bt r10d, eax",
-            "jc 2f",
+            crate::fastpath::occupied_test!(),
             "mov rax, qword ptr [rip + {hot} + {real}]",
             "test rax, rax",
             "jz 2f",
@@ -154,9 +161,7 @@ macro_rules! sampled_new_stub {
             "mov r10, qword ptr [rip + {hot} + {armed}]",
             "test r10, r10",
             "jz 2f",
-            "mov r10, qword ptr [rip + {hot} + {offset}]",
-            "add r10, qword ptr fs:0",
-            "mov r11, qword ptr [r10 + {left}]",
+            crate::fastpath::slot_left!(),
             "sub r11, rdi",
             "test r11, r11",
             "jle 2f",
@@ -190,4 +195,43 @@ macro_rules! sampled_new_stub {
     };
 }
 
-pub(crate) use {sampled_alloc_stub, sampled_free_stub, sampled_new_stub};
+/// The body of the `realloc` stub: a block that is not recorded (null, or its filter bucket not
+/// occupied) resized to a size that the count-down does not sample goes to the real `realloc`.
+macro_rules! sampled_realloc_stub {
+    ($imp:path) => {
+        std::arch::naked_asm!(
+            "mov r10, qword ptr [rip + {hot} + {armed}]",
+            "test r10, r10",
+            "jz 2f",
+            "test rdi, rdi",
+            "jz 3f",
+            crate::fastpath::occupied_test!(),
+            "3:",
+            crate::fastpath::slot_left!(),
+            "sub r11, rsi",
+            "test r11, r11",
+            "jle 2f",
+            "mov rax, qword ptr [rip + {hot} + {real}]",
+            "test rax, rax",
+            "jz 2f",
+            "mov qword ptr [r10 + {left}], r11",
+            "jmp rax",
+            "2:",
+            "lea r8, [rsp + 8]",
+            "mov r9, rbp",
+            "jmp {imp}",
+            hot = sym crate::fastpath::HOT,
+            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
+            offset = const std::mem::offset_of!(crate::fastpath::Hot, tls_offset),
+            real = const std::mem::offset_of!(crate::fastpath::Hot, realloc),
+            left = const crate::tls::SAMPLE_LEFT_OFFSET,
+            k = const 0x9e37_79b9_7f4a_7c15u64,
+            occupied = sym crate::sampling::OCCUPIED,
+            imp = sym $imp,
+        )
+    };
+}
+
+pub(crate) use {
+    occupied_test, sampled_alloc_stub, sampled_free_stub, sampled_new_stub, sampled_realloc_stub, slot_left,
+};

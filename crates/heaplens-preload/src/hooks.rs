@@ -239,7 +239,12 @@ mod posix_memalign {
     }
 }
 
-entry!("C" realloc);
+#[allow(clippy::missing_safety_doc)]
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn realloc() {
+    crate::fastpath::sampled_realloc_stub!(realloc::imp)
+}
 mod realloc {
     use super::*;
     /// `realloc`: one event holding both the released and the returned block.

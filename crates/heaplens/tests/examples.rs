@@ -482,3 +482,29 @@ fn exec_children_are_profiled_only_when_asked() {
     }
     assert_eq!(seen.len(), 2, "expected a trace for each widgets run, got {seen:?}");
 }
+
+/// realloc: each call is one allocation, and one deallocation when its old block is not NULL.
+/// growth.c grows every buffer from 16 to 4096 bytes in nine reallocs and frees every odd one.
+#[test]
+fn growth_by_realloc() {
+    let dir = WorkDir::new("growth");
+    let exe = compile_c(&dir, "growth.c", &[]);
+    let (out, v) = profile(&dir, &exe, &["3000"], "growth");
+    let t = truth(&out.stdout, "growth");
+    let n = num(&t, "buffers");
+    assert_eq!(u(&v, "summary/calls_by_kind/realloc"), num(&t, "reallocs"));
+    let mallocs = u_or0(&v["summary"]["calls_by_kind"], "malloc");
+    assert_eq!(u(&v, "summary/allocations"), num(&t, "reallocs") + mallocs);
+    assert_eq!(u(&v, "summary/deallocations"), num(&t, "released") + num(&t, "frees"));
+    assert_eq!(u(&v, "summary/frees_by_kind/free"), num(&t, "frees"));
+    for size in [16, 32, 64, 128, 256, 512, 1024] {
+        let b = bin_row(&v, size).unwrap_or_else(|| panic!("no {size}-byte bin"));
+        assert_eq!((u(b, "allocs"), u(b, "frees")), (n, n), "bin {size}");
+    }
+    let grown: u64 = arr(&v, "leaks")
+        .iter()
+        .filter(|r| leak_path(r).last().is_some_and(|f| f == "grow"))
+        .map(|r| u(r, "bytes"))
+        .sum();
+    assert_eq!(grown, num(&t, "kept_bytes"), "leaked by grow");
+}

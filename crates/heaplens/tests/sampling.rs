@@ -111,3 +111,30 @@ fn sampled_threads_estimate_each_threads_totals() {
         close(&format!("bin {size} frees"), u(b, "frees"), num(p, "frees"));
     }
 }
+
+/// realloc under sampling: the returned block is sampled by its new size, the release of a
+/// sampled old block is recorded (growth.c, nine reallocs per buffer from 16 to 4096 bytes).
+/// At a 4 KiB rate the estimate of all 900 000 reallocs has a standard error under 1%, and the
+/// 4096-byte kept buffers are sampled with probability 0.63.
+#[test]
+fn sampled_reallocs_estimate_the_true_totals() {
+    let dir = WorkDir::new("sampled-growth");
+    let exe = compile_c(&dir, "growth.c", &[]);
+    let trace = dir.join("sampled.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.args(["run", "--sample-rate", "4KiB", "-o"]).arg(&trace).arg("--").arg(&exe).arg("100000");
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --sample-rate");
+    let t = truth(&out.stdout, "growth");
+
+    let v = report(&dir, &trace);
+    assert_eq!(sample_rate_of(&v), RATE);
+    close("reallocs", u(&v, "summary/calls_by_kind/realloc"), num(&t, "reallocs"));
+    close("bytes allocated", u(&v, "summary/bytes_allocated"), num(&t, "bytes"));
+    close("deallocations", u(&v, "summary/deallocations"), num(&t, "released") + num(&t, "frees"));
+    let grown: u64 = arr(&v, "leaks")
+        .iter()
+        .filter(|r| leak_path(r).last().is_some_and(|f| f == "grow"))
+        .map(|r| u(r, "bytes"))
+        .sum();
+    close("leaked by grow", grown, num(&t, "kept_bytes"));
+}
