@@ -13,6 +13,7 @@
 
 pub mod aggregated;
 pub mod analyze;
+mod chunk;
 mod decode;
 mod live;
 pub mod load;

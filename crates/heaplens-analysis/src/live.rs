@@ -8,12 +8,18 @@
 //! dense array of 128 slots, one per 32-byte granule (glibc's smallest chunk: two live blocks
 //! of glibc are at least 32 bytes apart). A slot also stores bit 4 of its block's address, so
 //! another block in the same granule (allocators with 16-byte chunks) is told apart and goes,
-//! with unaligned addresses and values that do not pack into 64 bits, to an ordinary hash map.
+//! with unaligned addresses, to an ordinary hash map.
+//!
+//! Slots take 32 bits, as the replay's time goes into bringing them to the cache: a block of
+//! less than 64 KiB from one of the first 16383 stacks fits in its slot, any other block in a
+//! side table the slot points to.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
 use rustc_hash::FxHasher;
+
+use crate::chunk::{Cell, Chunk};
 
 type Fx = BuildHasherDefault<FxHasher>;
 
@@ -21,107 +27,22 @@ const PAGE_SHIFT: u32 = 12;
 const GRANULE_SHIFT: u32 = 5;
 const SLOTS: usize = 1 << (PAGE_SHIFT - GRANULE_SHIFT);
 /// Pages per arena chunk (2 MiB of slots).
-const CHUNK_PAGES: usize = 2048;
-/// Bit 0 of a packed value: bit 4 of the address. Then `slot + 1` (0 = empty), then the size.
+const CHUNK_PAGES: usize = 4096;
+/// Bit 0 of a slot: bit 4 of the address. Bit 1: the block is in the side table, at the index
+/// in the bits above; else `slot + 1` (0 = empty) in the next 14 bits, the size in the top 16.
 const TAG_BIT: u64 = 1 << 4;
-const SLOT_SHIFT: u32 = 1;
-const SLOT_BITS: u32 = 23;
-const SLOT_MASK: u64 = (1 << SLOT_BITS) - 1;
-const SIZE_SHIFT: u32 = SLOT_SHIFT + SLOT_BITS;
-/// Sizes below this pack next to the slot.
-const SIZE_LIMIT: u64 = 1 << (64 - SIZE_SHIFT);
+const SIDE: Cell = 2;
+const STACK_SHIFT: u32 = 2;
+const STACK_LIMIT: u64 = 1 << 14;
+const SIZE_SHIFT: u32 = 16;
+const SIZE_LIMIT: u64 = 1 << 16;
+/// Side-table indices that fit in a slot.
+const SIDE_LIMIT: usize = 1 << 30;
 const NO_PAGE: u64 = u64::MAX;
 
 #[inline(always)]
-fn pack(addr: u64, size: u64, slot: u32) -> Option<u64> {
-    let s = u64::from(slot) + 1;
-    (size < SIZE_LIMIT && s <= SLOT_MASK)
-        .then_some((size << SIZE_SHIFT) | (s << SLOT_SHIFT) | u64::from(addr & TAG_BIT != 0))
-}
-
-#[inline(always)]
-fn unpack(v: u64) -> (u64, u32) {
-    (v >> SIZE_SHIFT, (((v >> SLOT_SHIFT) & SLOT_MASK) - 1) as u32)
-}
-
-#[inline(always)]
-fn tag_matches(v: u64, addr: u64) -> bool {
+fn tag_matches(v: Cell, addr: u64) -> bool {
     (v & 1 != 0) == (addr & TAG_BIT != 0)
-}
-
-/// Zeroed memory for slots, mapped directly and populated in one go: faulting it in a page at
-/// a time (twice, as reading a fresh page maps the zero page first) costs more than the replay.
-/// A chunk is one aligned huge page when the kernel has them to spare, which also spares the
-/// replay a TLB miss per page of slots.
-struct Chunk {
-    ptr: *mut u64,
-    len: usize,
-}
-
-/// The size of a transparent huge page on x86_64 and aarch64 (with 4 KiB pages).
-const HUGE: usize = 2 << 20;
-
-impl Chunk {
-    fn new(len: usize) -> Self {
-        let bytes = len * std::mem::size_of::<u64>();
-        let fail = || std::alloc::handle_alloc_error(std::alloc::Layout::array::<u64>(len).expect("small layout"));
-        // Over-allocated by a huge page, to cut an aligned range out of it.
-        let map = bytes + HUGE;
-        // SAFETY: an anonymous private mapping of our own; checked for failure below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            fail();
-        }
-        let head = (HUGE - p as usize % HUGE) % HUGE;
-        // SAFETY: unmapping the parts of our own mapping outside the aligned range, then advice
-        // on that range; failures of the advice only cost speed.
-        let p = unsafe {
-            if head > 0 {
-                libc::munmap(p, head);
-            }
-            let tail = map - head - bytes;
-            let p = p.cast::<u8>().add(head);
-            if tail > 0 {
-                libc::munmap(p.add(bytes).cast(), tail);
-            }
-            libc::madvise(p.cast(), bytes, libc::MADV_HUGEPAGE);
-            const MADV_POPULATE_WRITE: libc::c_int = 23;
-            libc::madvise(p.cast(), bytes, MADV_POPULATE_WRITE);
-            p
-        };
-        Self { ptr: p.cast(), len }
-    }
-}
-
-impl std::ops::Deref for Chunk {
-    type Target = [u64];
-    fn deref(&self) -> &[u64] {
-        // SAFETY: the mapping holds `len` zero-initialized u64s for the chunk's lifetime.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl std::ops::DerefMut for Chunk {
-    fn deref_mut(&mut self) -> &mut [u64] {
-        // SAFETY: as in `deref`, and `&mut self` is unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Chunk {
-    fn drop(&mut self) {
-        // SAFETY: unmaps the mapping made in `new`, exactly once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len * std::mem::size_of::<u64>()) };
-    }
 }
 
 /// Pages per region of the directory (2 MiB of address space).
@@ -137,13 +58,16 @@ pub(crate) struct LiveMap {
     regions: Vec<Box<[u32]>>,
     /// Slots of all pages, `CHUNK_PAGES` pages a chunk.
     chunks: Vec<Chunk>,
+    /// Blocks too large for their slot, and the free entries among them.
+    side: Vec<(u64, u32)>,
+    side_free: Vec<u32>,
     /// Live blocks per page.
     counts: Vec<u32>,
     /// Indices of pages not in the directory, all slots zero.
     spare: Vec<u32>,
     /// Pages in the directory with no live block.
     empty_pages: usize,
-    /// Unaligned addresses, granule neighbours and unpackable values.
+    /// Unaligned addresses, granule neighbours, and blocks when the side table is full.
     other: HashMap<u64, (u64, u32), Fx>,
     len: u64,
     /// Direct-mapped cache of the directory: (region, index) by region number.
@@ -159,6 +83,8 @@ impl Default for LiveMap {
             dir: HashMap::default(),
             regions: Vec::new(),
             chunks: Vec::new(),
+            side: Vec::new(),
+            side_free: Vec::new(),
             counts: Vec::new(),
             spare: Vec::new(),
             empty_pages: 0,
@@ -197,7 +123,7 @@ impl LiveMap {
     }
 
     #[inline(always)]
-    fn cell(&mut self, idx: u32, addr: u64) -> &mut u64 {
+    fn cell(&mut self, idx: u32, addr: u64) -> &mut Cell {
         let i = idx as usize;
         &mut self.chunks[i / CHUNK_PAGES][(i % CHUNK_PAGES) * SLOTS + ((addr >> GRANULE_SHIFT) as usize & (SLOTS - 1))]
     }
@@ -253,30 +179,75 @@ impl LiveMap {
         self.counts.len() - self.spare.len()
     }
 
+    /// The slot value of a block at `addr`; `None` when the side table is full.
+    #[inline(always)]
+    fn pack(&mut self, addr: u64, size: u64, slot: u32) -> Option<Cell> {
+        let tag = Cell::from(addr & TAG_BIT != 0);
+        let s = u64::from(slot) + 1;
+        if size < SIZE_LIMIT && s < STACK_LIMIT {
+            return Some(tag | (s as Cell) << STACK_SHIFT | (size as Cell) << SIZE_SHIFT);
+        }
+        self.pack_side(size, slot).map(|v| v | tag)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn pack_side(&mut self, size: u64, slot: u32) -> Option<Cell> {
+        let i = match self.side_free.pop() {
+            Some(i) => {
+                self.side[i as usize] = (size, slot);
+                i
+            }
+            None if self.side.len() < SIDE_LIMIT => {
+                self.side.push((size, slot));
+                (self.side.len() - 1) as u32
+            }
+            None => return None,
+        };
+        Some(SIDE | i << STACK_SHIFT)
+    }
+
+    /// The block a slot value stands for.
+    #[inline(always)]
+    fn unpack(&self, v: Cell) -> (u64, u32) {
+        if v & SIDE != 0 {
+            return self.side[(v >> STACK_SHIFT) as usize];
+        }
+        (u64::from(v >> SIZE_SHIFT), ((v >> STACK_SHIFT) & (STACK_LIMIT as Cell - 1)) - 1)
+    }
+
+    /// The block a slot value stands for, which leaves the map.
+    #[inline(always)]
+    fn take(&mut self, v: Cell) -> (u64, u32) {
+        let b = self.unpack(v);
+        if v & SIDE != 0 {
+            self.side_free.push(v >> STACK_SHIFT);
+        }
+        b
+    }
+
     /// Inserts a block; returns the block that was live at the same address (its release was
     /// never seen), if any.
     #[inline(always)]
     pub fn insert(&mut self, addr: u64, size: u64, slot: u32) -> Option<(u64, u32)> {
-        let packed = match pack(addr, size, slot) {
-            Some(p) if addr & (TAG_BIT - 1) == 0 => p,
-            _ => return self.insert_other(addr, size, slot),
-        };
+        if addr & (TAG_BIT - 1) != 0 {
+            return self.insert_other(addr, size, slot);
+        }
         let page = addr >> PAGE_SHIFT;
         let idx = match self.page_of(page) {
             Some(i) => i,
             None => self.new_page(page),
         };
-        let cell = self.cell(idx, addr);
-        let old = *cell;
-        if old != 0 {
-            if tag_matches(old, addr) {
-                *cell = packed;
-                return Some(unpack(old));
-            }
+        let old = *self.cell(idx, addr);
+        if old != 0 && !tag_matches(old, addr) {
             // The other half of the granule is live: this block goes aside.
             return self.insert_other(addr, size, slot);
         }
-        *cell = packed;
+        let Some(new) = self.pack(addr, size, slot) else { return self.insert_other(addr, size, slot) };
+        *self.cell(idx, addr) = new;
+        if old != 0 {
+            return Some(self.take(old));
+        }
         let c = &mut self.counts[idx as usize];
         *c += 1;
         if *c == 1 {
@@ -322,7 +293,7 @@ impl LiveMap {
                 self.sweep();
             }
         }
-        Some(unpack(old))
+        Some(self.take(old))
     }
 
     /// Removes the block at `addr`, if live.
@@ -356,7 +327,7 @@ impl LiveMap {
             }
             let page = &self.chunks[i / CHUNK_PAGES][(i % CHUNK_PAGES) * SLOTS..][..SLOTS];
             for &v in page.iter().filter(|&&v| v != 0) {
-                let (size, slot) = unpack(v);
+                let (size, slot) = self.unpack(v);
                 f(size, slot);
             }
         }
