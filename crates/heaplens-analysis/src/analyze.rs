@@ -2,7 +2,8 @@
 //!
 //! [`analyze_file`] overlaps the stages on three threads: one reads and decompresses the file,
 //! the calling thread replays events as they arrive (see `merge.rs`), and a third opens
-//! module files and symbolizes the stack trie (see `symbolize/cached.rs`).
+//! module files and symbolizes the stack trie (see `symbolize/cached.rs`). A fourth makes the
+//! live map's memory ahead (see `chunk.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use std::sync::Arc;
 
 use heaplens_trace::{ClockSync, ModuleRecord, ProcessRecord, StackNode, TimeSource};
 
+use crate::chunk::{ChunkSource, StopGuard};
 use crate::load::{LoadError, Sink, Trace};
 use crate::merge::Merger;
 use crate::model::Report;
@@ -87,6 +89,13 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             .spawn_scoped(scope, move || symbolize_all(sym_rx, p))
             .expect("cannot start a thread");
         let bar = &bar;
+        let chunks = Arc::new(ChunkSource::default());
+        let c = chunks.clone();
+        let filler = std::thread::Builder::new()
+            .name("heaplens-chunks".into())
+            .spawn_scoped(scope, move || c.fill())
+            .expect("cannot start a thread");
+        let stop_chunks = StopGuard(chunks.clone());
         let loader = std::thread::Builder::new()
             .name("heaplens-reader".into())
             .spawn_scoped(scope, move || {
@@ -98,7 +107,7 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
                 let _ = sink.ev_tx.send(Msg::Done(Box::new(t)));
             })
             .expect("cannot start a thread");
-        let (streamed, trace) = stream_replay(ev_rx);
+        let (streamed, trace) = stream_replay(ev_rx, chunks.clone());
         let replayed = trace.map(|t| {
             let r = match &t.aggregate {
                 Some(a) => crate::aggregated::replay(a, &t.clock),
@@ -107,6 +116,8 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             (t, r)
         });
         tm("replay done");
+        drop(stop_chunks);
+        filler.join().expect("the chunk thread panicked");
         loader.join().expect("the reader thread panicked");
         bar.finish();
         if opts.progress {
@@ -190,6 +201,7 @@ struct Streamed {
     /// False once a block arrived that the streaming replay had assumed could not.
     in_order: bool,
     restarted: bool,
+    chunks: Arc<ChunkSource>,
 }
 
 impl Streamed {
@@ -200,7 +212,7 @@ impl Streamed {
             Some(st) if self.in_order && st.sample_rate() == rate => st,
             _ => {
                 self.merger.rewind();
-                State::new(rate)
+                State::with_chunks(rate, &self.chunks)
             }
         };
         self.merger.run(&mut st, u64::MAX);
@@ -212,7 +224,7 @@ impl Streamed {
     fn out_of_order(&mut self) {
         match self.state.as_mut() {
             Some(st) if !self.restarted => {
-                *st = State::new(st.sample_rate());
+                *st = State::with_chunks(st.sample_rate(), &self.chunks);
                 self.merger.rewind();
                 self.restarted = true;
             }
@@ -221,8 +233,8 @@ impl Streamed {
     }
 }
 
-fn stream_replay(rx: Receiver<Msg>) -> (Streamed, Result<Trace, LoadError>) {
-    let mut s = Streamed { merger: Merger::streaming(), state: None, in_order: true, restarted: false };
+fn stream_replay(rx: Receiver<Msg>, chunks: Arc<ChunkSource>) -> (Streamed, Result<Trace, LoadError>) {
+    let mut s = Streamed { merger: Merger::streaming(), state: None, in_order: true, restarted: false, chunks };
     let mut done = None;
     let mut index: HashMap<u32, u32> = HashMap::new();
     let mut source = TimeSource::MonotonicNs;
@@ -238,7 +250,7 @@ fn stream_replay(rx: Receiver<Msg>) -> (Streamed, Result<Trace, LoadError>) {
                     source = src;
                     pid = Some(p);
                     match &s.state {
-                        None => s.state = Some(State::new(rate)),
+                        None => s.state = Some(State::with_chunks(rate, &s.chunks)),
                         Some(st) => s.in_order &= st.sample_rate() == rate,
                     }
                 }

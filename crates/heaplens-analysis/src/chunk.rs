@@ -1,7 +1,13 @@
-//! Memory for the live map's slots.
+//! Memory for the live map's slots, and a thread that makes it ahead of the replay.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 
 /// A slot of the live map.
 pub(crate) type Cell = u32;
+
+/// Cells of a chunk: one huge page.
+pub(crate) const CHUNK_CELLS: usize = HUGE / std::mem::size_of::<Cell>();
 
 /// Zeroed memory for slots, mapped directly and populated in one go: faulting it in a page at
 /// a time (twice, as reading a fresh page maps the zero page first) costs more than the replay.
@@ -14,6 +20,9 @@ pub(crate) struct Chunk {
 
 /// The size of a transparent huge page on x86_64 and aarch64 (with 4 KiB pages).
 const HUGE: usize = 2 << 20;
+
+// SAFETY: a chunk owns its mapping, as a `Box<[Cell]>` owns its memory.
+unsafe impl Send for Chunk {}
 
 impl Chunk {
     /// `len` zeroed cells.
@@ -76,5 +85,62 @@ impl Drop for Chunk {
     fn drop(&mut self) {
         // SAFETY: unmaps the mapping made in `new`, exactly once.
         unsafe { libc::munmap(self.ptr.cast(), self.len * std::mem::size_of::<Cell>()) };
+    }
+}
+
+/// Chunks made ahead by another thread ([`ChunkSource::fill`]): the kernel takes longer to zero
+/// a chunk's memory than the replay takes to fill it, and the second processor is mostly idle
+/// once the trace is read.
+#[derive(Default)]
+pub(crate) struct ChunkSource {
+    ready: Mutex<Vec<Chunk>>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+/// Chunks kept ready.
+const AHEAD: usize = 2;
+
+impl ChunkSource {
+    /// A zeroed chunk: one made ahead if there is one, else made now.
+    pub fn take(&self) -> Chunk {
+        let ready = self.ready.lock().ok().and_then(|mut r| r.pop());
+        self.wake.notify_one();
+        ready.unwrap_or_else(|| Chunk::new(CHUNK_CELLS))
+    }
+
+    /// Keeps [`AHEAD`] chunks ready until [`ChunkSource::stop`].
+    pub fn fill(&self) {
+        let Ok(mut ready) = self.ready.lock() else { return };
+        while !self.stop.load(Ordering::Acquire) {
+            if ready.len() < AHEAD {
+                drop(ready);
+                let c = Chunk::new(CHUNK_CELLS);
+                let Ok(r) = self.ready.lock() else { return };
+                ready = r;
+                ready.push(c);
+            } else {
+                let Ok(r) = self.wake.wait(ready) else { return };
+                ready = r;
+            }
+        }
+    }
+
+    /// Ends [`ChunkSource::fill`].
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        // Under the lock, so that `fill` is either waiting or about to look at the flag.
+        let _held = self.ready.lock();
+        self.wake.notify_all();
+    }
+}
+
+/// Stops a [`ChunkSource`]'s filling when dropped, also when the replay panics (the filling
+/// thread would otherwise wait for ever).
+pub(crate) struct StopGuard(pub std::sync::Arc<ChunkSource>);
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }

@@ -19,7 +19,9 @@ use std::hash::BuildHasherDefault;
 
 use rustc_hash::FxHasher;
 
-use crate::chunk::{Cell, Chunk};
+use std::sync::Arc;
+
+use crate::chunk::{Cell, Chunk, ChunkSource, CHUNK_CELLS};
 
 type Fx = BuildHasherDefault<FxHasher>;
 
@@ -27,7 +29,7 @@ const PAGE_SHIFT: u32 = 12;
 const GRANULE_SHIFT: u32 = 5;
 const SLOTS: usize = 1 << (PAGE_SHIFT - GRANULE_SHIFT);
 /// Pages per arena chunk (2 MiB of slots).
-const CHUNK_PAGES: usize = 4096;
+const CHUNK_PAGES: usize = CHUNK_CELLS / SLOTS;
 /// Bit 0 of a slot: bit 4 of the address. Bit 1: the block is in the side table, at the index
 /// in the bits above; else `slot + 1` (0 = empty) in the next 14 bits, the size in the top 16.
 const TAG_BIT: u64 = 1 << 4;
@@ -58,6 +60,8 @@ pub(crate) struct LiveMap {
     regions: Vec<Box<[u32]>>,
     /// Slots of all pages, `CHUNK_PAGES` pages a chunk.
     chunks: Vec<Chunk>,
+    /// Where chunks come from when another thread makes them.
+    source: Option<Arc<ChunkSource>>,
     /// Blocks too large for their slot, and the free entries among them.
     side: Vec<(u64, u32)>,
     side_free: Vec<u32>,
@@ -83,6 +87,7 @@ impl Default for LiveMap {
             dir: HashMap::default(),
             regions: Vec::new(),
             chunks: Vec::new(),
+            source: None,
             side: Vec::new(),
             side_free: Vec::new(),
             counts: Vec::new(),
@@ -96,6 +101,11 @@ impl Default for LiveMap {
 }
 
 impl LiveMap {
+    /// Takes its chunks from `source` from now on.
+    pub fn use_chunks(&mut self, source: Arc<ChunkSource>) {
+        self.source = Some(source);
+    }
+
     /// Live blocks.
     #[cfg(test)]
     pub fn len(&self) -> u64 {
@@ -136,7 +146,8 @@ impl LiveMap {
             None => {
                 let i = self.counts.len();
                 if i.is_multiple_of(CHUNK_PAGES) {
-                    self.chunks.push(Chunk::new(CHUNK_PAGES * SLOTS));
+                    let c = self.source.as_ref().map_or_else(|| Chunk::new(CHUNK_CELLS), |s| s.take());
+                    self.chunks.push(c);
                 }
                 self.counts.push(0);
                 i as u32

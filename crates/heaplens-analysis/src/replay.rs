@@ -13,9 +13,11 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use heaplens_trace::{Event, Op, OpClass, TimeMap};
 
+use crate::chunk::ChunkSource;
 use crate::live::LiveMap;
 
 /// Number of exact-size bins (0..=1024) plus one for larger sizes, as in mprof.
@@ -616,6 +618,16 @@ impl State {
         } else {
             State::Sampled(Counts::new(Weights::new(sample_rate)), sample_rate)
         }
+    }
+
+    /// The same, its live map taking chunks from `source`.
+    pub fn with_chunks(sample_rate: u64, source: &Arc<ChunkSource>) -> Self {
+        let mut st = Self::new(sample_rate);
+        match &mut st {
+            State::Exact(c) => c.live.use_chunks(source.clone()),
+            State::Sampled(c, _) => c.live.use_chunks(source.clone()),
+        }
+        st
     }
 
     /// The sampling rate the weights come from.
