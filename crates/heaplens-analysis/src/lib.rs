@@ -13,6 +13,7 @@
 
 pub mod aggregated;
 pub mod analyze;
+mod arena;
 mod chunk;
 mod decode;
 mod live;

@@ -4,32 +4,40 @@
 //! A hash table spreads neighbouring blocks over the whole table, so with millions of live
 //! blocks nearly every operation is a cache miss. Allocators hand out neighbouring addresses
 //! to blocks allocated close in time, so this map keeps that locality: the address space is
-//! cut in 4 KiB pages, each page (found through a small directory and a one-entry cache) has a
-//! dense array of 128 slots, one per 32-byte granule (glibc's smallest chunk: two live blocks
-//! of glibc are at least 32 bytes apart). A slot also stores bit 4 of its block's address, so
-//! another block in the same granule (allocators with 16-byte chunks) is told apart and goes,
-//! with unaligned addresses, to an ordinary hash map.
+//! cut in 4 KiB pages, found through a small directory and a cache of it. A page starts
+//! *sparse*: up to 32 blocks, each with the number of its 32-byte granule (glibc's smallest
+//! chunk: two live blocks of glibc are at least 32 bytes apart) in a byte, found by comparing
+//! eight of those bytes at a time. Its 33rd block turns it *dense*: 128 slots, one per
+//! granule. A slot also stores bit 4 of its block's address, so another block in the same
+//! granule (allocators with 16-byte chunks) is told apart and goes, with unaligned addresses, to
+//! an ordinary hash map.
 //!
-//! Slots take 32 bits, as the replay's time goes into bringing them to the cache: a block of
-//! less than 64 KiB from one of the first 16383 stacks fits in its slot, any other block in a
-//! side table the slot points to.
+//! Slots take 32 bits, and sparse pages a third of a dense one, as the replay's time goes into
+//! bringing them to the cache and the kernel's into zeroing them: a block of less than 64 KiB
+//! from one of the first 16383 stacks fits in its slot, any other block in a side table the
+//! slot points to.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 use rustc_hash::FxHasher;
 
-use std::sync::Arc;
-
-use crate::chunk::{Cell, Chunk, ChunkSource, CHUNK_CELLS};
+use crate::arena::Arena;
+use crate::chunk::{Cell, ChunkSource};
 
 type Fx = BuildHasherDefault<FxHasher>;
 
 const PAGE_SHIFT: u32 = 12;
 const GRANULE_SHIFT: u32 = 5;
+/// Slots of a dense page.
 const SLOTS: usize = 1 << (PAGE_SHIFT - GRANULE_SHIFT);
-/// Pages per arena chunk (2 MiB of slots).
-const CHUNK_PAGES: usize = CHUNK_CELLS / SLOTS;
+/// Blocks of a sparse page, and the cells of its granule bytes (granule + 1, 0 = free), which
+/// its slots follow.
+const SPARSE: usize = 32;
+const KEYS: usize = SPARSE / 4;
+/// A directory entry: page index + 1 (0 = none), this bit set for a dense page.
+const DENSE: u32 = 1 << 31;
 /// Bit 0 of a slot: bit 4 of the address. Bit 1: the block is in the side table, at the index
 /// in the bits above; else `slot + 1` (0 = empty) in the next 14 bits, the size in the top 16.
 const TAG_BIT: u64 = 1 << 4;
@@ -47,6 +55,52 @@ fn tag_matches(v: Cell, addr: u64) -> bool {
     (v & 1 != 0) == (addr & TAG_BIT != 0)
 }
 
+#[inline(always)]
+fn granule(addr: u64) -> usize {
+    (addr >> GRANULE_SHIFT) as usize & (SLOTS - 1)
+}
+
+/// Where granule byte `key` is among the first `n` of a sparse page's.
+#[inline(always)]
+fn find(page: &[Cell], key: u8, n: usize) -> Option<usize> {
+    let hits = matches(&page[..KEYS], key) & ((1u64 << n) - 1);
+    (hits != 0).then(|| hits.trailing_zeros() as usize)
+}
+
+/// Bit `j` set when granule byte `j` of `keys` is `key`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn matches(keys: &[Cell], key: u8) -> u64 {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8};
+    assert!(keys.len() * 4 >= 32);
+    // SAFETY: SSE2 is part of x86_64; the two unaligned loads read the 32 bytes of `keys`.
+    unsafe {
+        let k = _mm_set1_epi8(key as i8);
+        let p = keys.as_ptr().cast::<std::arch::x86_64::__m128i>();
+        let lo = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p), k)) as u32;
+        let hi = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128(p.add(1)), k)) as u32;
+        u64::from(lo) | u64::from(hi) << 16
+    }
+}
+
+/// Bit `j` set when granule byte `j` of `keys` is `key`.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn matches(keys: &[Cell], key: u8) -> u64 {
+    (0..SPARSE).filter(|&j| self::key(keys, j) == key).fold(0, |m, j| m | 1 << j)
+}
+
+#[inline(always)]
+fn key(page: &[Cell], j: usize) -> u8 {
+    (page[j / 4] >> (8 * (j % 4))) as u8
+}
+
+#[inline(always)]
+fn set_key(page: &mut [Cell], j: usize, key: u8) {
+    let shift = 8 * (j % 4);
+    page[j / 4] = (page[j / 4] & !(0xff << shift)) | Cell::from(key) << shift;
+}
+
 /// Pages per region of the directory (2 MiB of address space).
 const REGION_SHIFT: u32 = 9;
 const REGION_PAGES: usize = 1 << REGION_SHIFT;
@@ -55,20 +109,16 @@ const REGION_PAGES: usize = 1 << REGION_SHIFT;
 pub(crate) struct LiveMap {
     /// Region number (page number >> REGION_SHIFT) -> region index.
     dir: HashMap<u64, u32, Fx>,
-    /// Per region, per page: page index + 1, 0 for none. Neighbouring pages are neighbours
-    /// here too, so walking the heap does not miss the cache in the directory.
+    /// Per region, per page: its directory entry. Neighbouring pages are neighbours here too,
+    /// so walking the heap does not miss the cache in the directory.
     regions: Vec<Box<[u32]>>,
-    /// Slots of all pages, `CHUNK_PAGES` pages a chunk.
-    chunks: Vec<Chunk>,
+    dense: Arena<SLOTS>,
+    sparse: Arena<{ KEYS + SPARSE }>,
     /// Where chunks come from when another thread makes them.
     source: Option<Arc<ChunkSource>>,
     /// Blocks too large for their slot, and the free entries among them.
     side: Vec<(u64, u32)>,
     side_free: Vec<u32>,
-    /// Live blocks per page.
-    counts: Vec<u32>,
-    /// Indices of pages not in the directory, all slots zero.
-    spare: Vec<u32>,
     /// Pages in the directory with no live block.
     empty_pages: usize,
     /// Unaligned addresses, granule neighbours, and blocks when the side table is full.
@@ -86,12 +136,11 @@ impl Default for LiveMap {
         Self {
             dir: HashMap::default(),
             regions: Vec::new(),
-            chunks: Vec::new(),
+            dense: Arena::new(),
+            sparse: Arena::new(),
             source: None,
             side: Vec::new(),
             side_free: Vec::new(),
-            counts: Vec::new(),
-            spare: Vec::new(),
             empty_pages: 0,
             other: HashMap::default(),
             len: 0,
@@ -123,36 +172,18 @@ impl LiveMap {
         Some(ri)
     }
 
+    /// The directory entry of `page`, if it has one.
     #[inline(always)]
     fn page_of(&mut self, page: u64) -> Option<u32> {
         let ri = self.region_of(page >> REGION_SHIFT)?;
         match self.regions[ri as usize][page as usize % REGION_PAGES] {
             0 => None,
-            v => Some(v - 1),
+            v => Some(v),
         }
     }
 
-    #[inline(always)]
-    fn cell(&mut self, idx: u32, addr: u64) -> &mut Cell {
-        let i = idx as usize;
-        &mut self.chunks[i / CHUNK_PAGES][(i % CHUNK_PAGES) * SLOTS + ((addr >> GRANULE_SHIFT) as usize & (SLOTS - 1))]
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn new_page(&mut self, page: u64) -> u32 {
-        let idx = match self.spare.pop() {
-            Some(i) => i,
-            None => {
-                let i = self.counts.len();
-                if i.is_multiple_of(CHUNK_PAGES) {
-                    let c = self.source.as_ref().map_or_else(|| Chunk::new(CHUNK_CELLS), |s| s.take());
-                    self.chunks.push(c);
-                }
-                self.counts.push(0);
-                i as u32
-            }
-        };
+    /// Points the directory entry of `page` at `v`, making its region if needed.
+    fn set_entry(&mut self, page: u64, v: u32) {
         let region = page >> REGION_SHIFT;
         let ri = match self.region_of(region) {
             Some(ri) => ri,
@@ -164,20 +195,47 @@ impl LiveMap {
                 ri
             }
         };
-        self.regions[ri as usize][page as usize % REGION_PAGES] = idx + 1;
-        self.empty_pages += 1;
-        idx
+        self.regions[ri as usize][page as usize % REGION_PAGES] = v;
     }
 
-    /// Returns pages without live blocks to the spare list once they are more than half of all
+    /// A new sparse page for `page`; its directory entry.
+    #[cold]
+    #[inline(never)]
+    fn new_page(&mut self, page: u64) -> u32 {
+        let v = self.sparse.alloc(self.source.as_ref()) + 1;
+        self.set_entry(page, v);
+        self.empty_pages += 1;
+        v
+    }
+
+    /// Turns the full sparse page `idx` of `page` dense; its index.
+    #[cold]
+    #[inline(never)]
+    fn make_dense(&mut self, page: u64, idx: u32) -> u32 {
+        let d = self.dense.alloc(self.source.as_ref());
+        let (sparse, dense) = (self.sparse.page_mut(idx), self.dense.page_mut(d));
+        for j in 0..SPARSE {
+            dense[usize::from(key(sparse, j)) - 1] = sparse[KEYS + j];
+        }
+        sparse.fill(0);
+        self.dense.counts[d as usize] = std::mem::take(&mut self.sparse.counts[idx as usize]);
+        self.sparse.free(idx);
+        self.set_entry(page, (d + 1) | DENSE);
+        d
+    }
+
+    /// Returns pages without live blocks to the spare lists once they are more than half of all
     /// pages (so a page that empties and fills again is not churned through the directory).
     #[cold]
     #[inline(never)]
     fn sweep(&mut self) {
         for r in &mut self.regions {
             for v in r.iter_mut().filter(|v| **v != 0) {
-                if self.counts[*v as usize - 1] == 0 {
-                    self.spare.push(*v - 1);
+                let freed = match *v & DENSE {
+                    0 => self.sparse.free_if_empty(*v - 1),
+                    _ => self.dense.free_if_empty((*v & !DENSE) - 1),
+                };
+                if freed {
                     *v = 0;
                 }
             }
@@ -187,7 +245,7 @@ impl LiveMap {
 
     /// Pages in use.
     fn pages(&self) -> usize {
-        self.counts.len() - self.spare.len()
+        self.dense.in_use() + self.sparse.in_use()
     }
 
     /// The slot value of a block at `addr`; `None` when the side table is full.
@@ -245,23 +303,61 @@ impl LiveMap {
             return self.insert_other(addr, size, slot);
         }
         let page = addr >> PAGE_SHIFT;
-        let idx = match self.page_of(page) {
-            Some(i) => i,
+        let v = match self.page_of(page) {
+            Some(v) => v,
             None => self.new_page(page),
         };
-        let old = *self.cell(idx, addr);
+        if v & DENSE != 0 {
+            return self.insert_dense((v & !DENSE) - 1, addr, size, slot);
+        }
+        let idx = v - 1;
+        let key = granule(addr) as u8 + 1;
+        let n = self.sparse.counts[idx as usize] as usize;
+        let p = self.sparse.page(idx);
+        if let Some(j) = find(p, key, n) {
+            let old = p[KEYS + j];
+            if !tag_matches(old, addr) {
+                return self.insert_other(addr, size, slot);
+            }
+            let Some(new) = self.pack(addr, size, slot) else { return self.insert_other(addr, size, slot) };
+            self.sparse.page_mut(idx)[KEYS + j] = new;
+            return Some(self.take(old));
+        }
+        if n == SPARSE {
+            let d = self.make_dense(page, idx);
+            return self.insert_dense(d, addr, size, slot);
+        }
+        let Some(new) = self.pack(addr, size, slot) else { return self.insert_other(addr, size, slot) };
+        let p = self.sparse.page_mut(idx);
+        set_key(p, n, key);
+        p[KEYS + n] = new;
+        self.sparse.counts[idx as usize] += 1;
+        self.added(n == 0, addr)
+    }
+
+    #[inline(always)]
+    fn insert_dense(&mut self, idx: u32, addr: u64, size: u64, slot: u32) -> Option<(u64, u32)> {
+        let g = granule(addr);
+        let old = self.dense.page(idx)[g];
         if old != 0 && !tag_matches(old, addr) {
             // The other half of the granule is live: this block goes aside.
             return self.insert_other(addr, size, slot);
         }
         let Some(new) = self.pack(addr, size, slot) else { return self.insert_other(addr, size, slot) };
-        *self.cell(idx, addr) = new;
+        self.dense.page_mut(idx)[g] = new;
         if old != 0 {
             return Some(self.take(old));
         }
-        let c = &mut self.counts[idx as usize];
+        let c = &mut self.dense.counts[idx as usize];
         *c += 1;
-        if *c == 1 {
+        let first = *c == 1;
+        self.added(first, addr)
+    }
+
+    /// A block went into a page (`first`: into an empty one).
+    #[inline(always)]
+    fn added(&mut self, first: bool, addr: u64) -> Option<(u64, u32)> {
+        if first {
             self.empty_pages -= 1;
         }
         self.len += 1;
@@ -288,17 +384,39 @@ impl LiveMap {
 
     #[inline(always)]
     fn remove_paged(&mut self, addr: u64) -> Option<(u64, u32)> {
-        let idx = self.page_of(addr >> PAGE_SHIFT)?;
-        let cell = self.cell(idx, addr);
-        let old = *cell;
-        if old == 0 || !tag_matches(old, addr) {
-            return None;
-        }
-        *cell = 0;
+        let v = self.page_of(addr >> PAGE_SHIFT)?;
+        let (old, emptied) = if v & DENSE != 0 {
+            let idx = (v & !DENSE) - 1;
+            let cell = &mut self.dense.page_mut(idx)[granule(addr)];
+            let old = *cell;
+            if old == 0 || !tag_matches(old, addr) {
+                return None;
+            }
+            *cell = 0;
+            let c = &mut self.dense.counts[idx as usize];
+            *c -= 1;
+            (old, *c == 0)
+        } else {
+            let idx = v - 1;
+            let n = self.sparse.counts[idx as usize] as usize;
+            let p = self.sparse.page_mut(idx);
+            let j = find(p, granule(addr) as u8 + 1, n)?;
+            let old = p[KEYS + j];
+            if !tag_matches(old, addr) {
+                return None;
+            }
+            // The last block moves into the hole.
+            let n = n - 1;
+            let last = key(p, n);
+            set_key(p, j, last);
+            p[KEYS + j] = p[KEYS + n];
+            set_key(p, n, 0);
+            p[KEYS + n] = 0;
+            self.sparse.counts[idx as usize] = n as u32;
+            (old, n == 0)
+        };
         self.len -= 1;
-        let c = &mut self.counts[idx as usize];
-        *c -= 1;
-        if *c == 0 {
+        if emptied {
             self.empty_pages += 1;
             if self.empty_pages > 64 && self.empty_pages * 2 > self.pages() {
                 self.sweep();
@@ -332,13 +450,14 @@ impl LiveMap {
     /// Calls `f(size, slot)` for every live block (in no particular order).
     pub fn for_each(&self, mut f: impl FnMut(u64, u32)) {
         for &v in self.regions.iter().flat_map(|r| r.iter()).filter(|&&v| v != 0) {
-            let i = v as usize - 1;
-            if self.counts[i] == 0 {
-                continue;
-            }
-            let page = &self.chunks[i / CHUNK_PAGES][(i % CHUNK_PAGES) * SLOTS..][..SLOTS];
-            for &v in page.iter().filter(|&&v| v != 0) {
-                let (size, slot) = self.unpack(v);
+            let cells = if v & DENSE != 0 {
+                self.dense.page((v & !DENSE) - 1)
+            } else {
+                let p = self.sparse.page(v - 1);
+                &p[KEYS..KEYS + self.sparse.counts[v as usize - 1] as usize]
+            };
+            for &c in cells.iter().filter(|&&c| c != 0) {
+                let (size, slot) = self.unpack(c);
                 f(size, slot);
             }
         }
@@ -352,8 +471,9 @@ impl LiveMap {
 mod tests {
     use super::*;
 
-    #[test]
-    fn behaves_like_a_hash_map() {
+    /// Random operations on addresses spread over `spread` 16-byte places per region: a few
+    /// blocks a page (sparse pages), a few dozen (pages turning dense), or more.
+    fn check(spread: u64) -> (usize, usize) {
         let mut m = LiveMap::default();
         let mut r: HashMap<u64, (u64, u32)> = HashMap::new();
         let mut x = 12345u64;
@@ -363,13 +483,15 @@ mod tests {
             x ^= x << 17;
             // Mostly aligned addresses in a few regions, some odd ones, some huge values.
             let region = [0x5555_0000_0000u64, 0x7f00_1234_0000, 0x10][(x % 3) as usize];
-            let mut addr = region + (x >> 8) % 50_000 * 16;
+            let mut addr = region + (x >> 8) % spread * 16;
             if x.is_multiple_of(97) {
                 addr += 8;
             }
             let size = if x.is_multiple_of(101) { 1 << 50 } else { x % 3000 };
             let slot = if x.is_multiple_of(103) { 1 << 30 } else { (x % 1000) as u32 };
             if i % 3 == 2 {
+                // Half of the releases are of live blocks.
+                let addr = if i % 2 == 0 { r.keys().next().copied().unwrap_or(addr) } else { addr };
                 assert_eq!(m.remove(addr), r.remove(&addr));
             } else {
                 assert_eq!(m.insert(addr, size, slot), r.insert(addr, (size, slot)));
@@ -382,10 +504,24 @@ mod tests {
         all.sort_unstable();
         want.sort_unstable();
         assert_eq!(all, want);
+        let pages = (m.sparse.in_use(), m.dense.in_use());
         // Empty it: the sweep must not lose anything.
         for a in r.keys() {
             assert!(m.remove(*a).is_some());
         }
         assert_eq!(m.len(), 0);
+        let mut all = Vec::new();
+        m.for_each(|s, sl| all.push((s, sl)));
+        assert!(all.is_empty());
+        pages
+    }
+
+    #[test]
+    fn behaves_like_a_hash_map() {
+        let (sparse, dense) = check(4_000_000);
+        assert!(sparse > 1000 && dense < 10, "{sparse} {dense}");
+        let (sparse, dense) = check(200_000);
+        assert!(sparse > 100 && dense > 100, "{sparse} {dense}");
+        check(50_000);
     }
 }
