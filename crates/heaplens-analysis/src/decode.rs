@@ -59,6 +59,19 @@ pub(crate) struct CursorPool {
 }
 
 impl Cursor {
+    /// Starts decoding in-memory payload `d`, taking it if it is a column payload (then
+    /// [`Cursor::close`] gives it back).
+    pub fn open_owned(d: &mut Vec<u8>, pool: &mut CursorPool) -> Self {
+        if let (_, COLUMNS) = untag(d) {
+            let mut dec = pool.columns.pop().unwrap_or_default();
+            let len = d.len() - 1;
+            // A bad header leaves no events and the decoder failed.
+            let _ = dec.start_owned(std::mem::take(d), len);
+            return Cursor::Columns(dec);
+        }
+        Self::open(d, pool)
+    }
+
     /// Starts decoding in-memory payload `d`.
     pub fn open(d: &[u8], pool: &mut CursorPool) -> Self {
         match untag(d) {
@@ -90,12 +103,17 @@ impl Cursor {
         }
     }
 
-    /// Gives the buffers back to `pool`; true when the payload was malformed part-way (the
-    /// events before the fault were returned).
-    pub fn close(self, pool: &mut CursorPool) -> bool {
+    /// Gives the buffers back to `pool`, and a payload taken by [`Cursor::open_owned`] to
+    /// `owned`; true when the payload was malformed part-way (the events before the fault
+    /// were returned).
+    pub fn close(self, pool: &mut CursorPool, owned: Option<&mut Vec<u8>>) -> bool {
         match self {
-            Cursor::Columns(dec) => {
+            Cursor::Columns(mut dec) => {
                 let bad = dec.failed();
+                let buf = dec.take_buffer();
+                if let Some(o) = owned {
+                    *o = buf;
+                }
                 pool.columns.push(dec);
                 bad
             }
@@ -134,7 +152,7 @@ mod tests {
         while let Some(e) = c.next() {
             out.push(e);
         }
-        c.close(&mut pool)
+        c.close(&mut pool, None)
     }
 
     #[test]
@@ -151,6 +169,26 @@ mod tests {
             assert!(!decode_all(&d, &mut got));
             assert_eq!(got, want, "layout {layout}");
         }
+    }
+
+    #[test]
+    fn an_owned_column_payload_goes_back_whole() {
+        let r = rows(500);
+        let want: Vec<Event> = EventDecoder::new(&r).unwrap().map(Result::unwrap).collect();
+        let mut c = Vec::new();
+        ColumnEncoder::default().encode(&r, &mut c).unwrap();
+        let tagged_payload = tagged(c, COLUMNS);
+        let mut slot = tagged_payload.clone();
+        let mut pool = CursorPool::default();
+        let mut cur = Cursor::open_owned(&mut slot, &mut pool);
+        assert!(slot.is_empty());
+        let mut got = Vec::new();
+        while let Some(e) = cur.next() {
+            got.push(e);
+        }
+        assert!(!cur.close(&mut pool, Some(&mut slot)));
+        assert_eq!(got, want);
+        assert_eq!(slot, tagged_payload);
     }
 
     #[test]

@@ -30,11 +30,11 @@ enum Blocks<'a> {
 }
 
 impl Blocks<'_> {
-    #[inline(always)]
-    fn payload(&self, i: usize) -> &[u8] {
+    /// Where payload `i` goes back to after a cursor took it.
+    fn slot(&mut self, i: usize) -> Option<&mut Vec<u8>> {
         match self {
-            Blocks::Borrowed(b) => &b[i],
-            Blocks::Owned(b) => &b[i],
+            Blocks::Borrowed(_) => None,
+            Blocks::Owned(b) => b.get_mut(i),
         }
     }
 
@@ -71,7 +71,10 @@ impl<'a> Stream<'a> {
             return None;
         }
         if self.cur.is_none() {
-            self.cur = Some(Cursor::open(self.blocks.payload(self.blk), pool));
+            self.cur = Some(match &mut self.blocks {
+                Blocks::Owned(b) => Cursor::open_owned(&mut b[self.blk], pool),
+                Blocks::Borrowed(b) => Cursor::open(&b[self.blk], pool),
+            });
         }
         self.cur.as_mut()
     }
@@ -79,7 +82,7 @@ impl<'a> Stream<'a> {
     /// Moves on to the next payload.
     fn close(&mut self, pool: &mut CursorPool, malformed: &mut u64) {
         if let Some(c) = self.cur.take() {
-            *malformed += u64::from(c.close(pool));
+            *malformed += u64::from(c.close(pool, self.blocks.slot(self.blk)));
         }
         self.blk += 1;
     }
@@ -150,7 +153,7 @@ impl<'a> Merger<'a> {
         self.malformed = 0;
         for (i, s) in self.streams.iter_mut().enumerate() {
             if let Some(c) = s.cur.take() {
-                c.close(&mut self.pool);
+                c.close(&mut self.pool, s.blocks.slot(s.blk));
             }
             s.blk = 0;
             s.head = s.next(&mut self.pool, &mut self.malformed);
