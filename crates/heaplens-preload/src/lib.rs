@@ -28,6 +28,7 @@ pub mod hooks;
 pub mod intern;
 pub mod modules;
 pub mod output;
+pub mod owner_lock;
 pub mod procinfo;
 pub mod real;
 pub mod record;
@@ -150,6 +151,7 @@ fn start() {
     let changes = modules::refresh(process.start_mono_ns);
     output::module_changes(&changes);
     thread::init_key();
+    owner_lock::init();
     // Who interns stacks: `HEAPLENS_INTERN=thread` or `writer` forces one (for tests and tuning).
     thread::set_cpus(match std::env::var("HEAPLENS_INTERN").as_deref() {
         Ok("thread") => 0,
@@ -252,6 +254,7 @@ extern "C" fn fork_child() {
     }
     drop(held);
     let r = std::panic::catch_unwind(|| {
+        owner_lock::init();
         let me = thread::current().map(|s| {
             s.reset_after_fork();
             s as *mut thread::ThreadState as usize

@@ -1,15 +1,17 @@
 //! Per-thread recording state: the event buffer, the unwind cache and the stack cache. Only its
 //! own thread writes events into it; the writer thread (and exit or fork) may swap a filled
-//! buffer out under the state's spin lock, which its owner finds free but for those rare moments.
+//! buffer out under the state's lock ([`OwnerLock`]), which its owner finds free but for those
+//! rare moments.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use heaplens_trace::event::MAX_EVENT_LEN;
 use heaplens_trace::EventEncoder;
 
 use crate::intern::NodeCache;
+use crate::owner_lock::OwnerLock;
 use crate::{output, procinfo, resolve, tls, unwind};
 
 /// Bytes of events a thread collects before handing them to the writer, at least: a buffer
@@ -23,7 +25,7 @@ pub fn buffer_bytes(max_frames: usize) -> usize {
 
 /// One thread's recording state.
 pub struct ThreadState {
-    lock: AtomicBool,
+    lock: OwnerLock,
     /// Kernel thread id.
     pub tid: u32,
     buf: Box<[u8]>,
@@ -84,7 +86,7 @@ pub static REGISTRY: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 impl ThreadState {
     fn new(max_frames: usize, stack: Range<u64>) -> Self {
         let mut s = Self {
-            lock: AtomicBool::new(false),
+            lock: OwnerLock::default(),
             tid: procinfo::gettid(),
             buf: output::take_buffer(),
             pos: 0,
@@ -130,10 +132,10 @@ impl ThreadState {
     /// Appends one event through `encode`, which gets the buffer, the position and the encoder.
     #[inline(always)]
     pub fn push(&mut self, encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder)) {
-        self.acquire();
+        self.lock.enter();
         let behind = self.pos + MAX_EVENT_LEN > self.buf.len() && self.rotate();
         encode(&mut self.buf, &mut self.pos, &mut self.enc);
-        self.lock.store(false, Ordering::Release);
+        self.lock.leave();
         if behind {
             output::write_pending();
         }
@@ -156,7 +158,7 @@ impl ThreadState {
         }
         let c = self.capture(caller);
         let node = if deferred { 0 } else { self.intern(&c) };
-        self.acquire();
+        self.lock.enter();
         let need = MAX_EVENT_LEN + resolve::command_len(c.depth - c.keep);
         // A buffer holds one kind of stack field.
         let behind = (switch || self.pos + need > self.buf.len()) && self.rotate();
@@ -167,7 +169,7 @@ impl ThreadState {
         } else {
             heaplens_trace::varint::put_at(&mut self.buf, &mut self.pos, node.into());
         }
-        self.lock.store(false, Ordering::Release);
+        self.lock.leave();
         if behind {
             output::write_pending();
         }
@@ -199,53 +201,33 @@ impl ThreadState {
     /// Updates this thread's aggregated-mode counters under its lock.
     #[inline(always)]
     pub fn counters(&mut self, f: impl FnOnce(&mut crate::aggregate::Counters)) {
-        self.acquire();
+        self.lock.enter();
         f(&mut self.agg);
-        self.lock.store(false, Ordering::Release);
+        self.lock.leave();
     }
 
     /// Reads this thread's aggregated-mode counters from another thread (bounded wait, as in
     /// [`ThreadState::flush`]).
     pub fn visit_counters(&self, f: &mut dyn FnMut(&crate::aggregate::Counters)) {
-        for spin in 0..100_000u32 {
-            if !self.lock.swap(true, Ordering::Acquire) {
-                f(&self.agg);
-                self.lock.store(false, Ordering::Release);
-                return;
-            }
-            if spin > 100 {
-                std::thread::yield_now();
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn acquire(&self) {
-        while self.lock.swap(true, Ordering::Acquire) {
-            std::hint::spin_loop();
+        if self.lock.steal() {
+            f(&self.agg);
+            self.lock.unsteal();
         }
     }
 
     /// Hands over whatever the buffer holds (used by the writer's periodic sweep, exit, fork).
-    /// Gives up after a bounded wait: a thread that left a hook by `longjmp` from a signal
-    /// handler may hold its lock forever, and exit must not hang on it.
+    /// Gives up after a bounded wait (see [`OwnerLock::steal`]).
     pub fn flush(&mut self) {
-        for spin in 0..100_000u32 {
-            if !self.lock.swap(true, Ordering::Acquire) {
-                let _ = self.rotate();
-                self.lock.store(false, Ordering::Release);
-                return;
-            }
-            if spin > 100 {
-                std::thread::yield_now();
-            }
+        if self.lock.steal() {
+            let _ = self.rotate();
+            self.lock.unsteal();
         }
     }
 
     /// After fork, in the child: the thread has a new id, and the trie started over.
     pub fn reset_after_fork(&mut self) {
         self.tid = procinfo::gettid();
-        self.lock.store(false, Ordering::Release);
+        self.lock.reset();
         self.nodes.clear();
         self.walker.forget();
         self.agg = Default::default();
