@@ -24,6 +24,7 @@
 pub mod activity;
 pub mod aggregate;
 pub mod fastpath;
+pub mod heap;
 pub mod hooks;
 pub mod intern;
 pub mod modules;
@@ -40,13 +41,13 @@ pub mod tls;
 pub mod unwind;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use heaplens_trace::ProcessRecord;
 
 #[global_allocator]
-static ALLOC: sysalloc::LibcAlloc = sysalloc::LibcAlloc;
+static ALLOC: heap::MonitorHeap = heap::MonitorHeap;
 
 /// Settings read once at start-up.
 #[derive(Debug, Clone)]
@@ -235,9 +236,23 @@ extern "C" fn fork_prepare() {
     }
     // SAFETY: fork handlers run on the forking thread only.
     unsafe { FORK_LOCKS = output::lock_for_fork() };
+    // Last: nothing allocates from here until the fork is done.
+    heap::lock_for_fork();
+    HEAP_LOCKED.store(true, Ordering::Relaxed);
+}
+
+/// Whether `fork_prepare` holds the monitor's heap lock.
+static HEAP_LOCKED: AtomicBool = AtomicBool::new(false);
+
+/// Releases the heap lock `fork_prepare` took (parent and child alike), first of all.
+fn unlock_heap_after_fork() {
+    if HEAP_LOCKED.swap(false, Ordering::Relaxed) {
+        heap::unlock_after_fork();
+    }
 }
 
 extern "C" fn fork_parent() {
+    unlock_heap_after_fork();
     // SAFETY: as in fork_prepare.
     let held = unsafe { (*std::ptr::addr_of_mut!(FORK_LOCKS)).take() };
     if held.is_some() || active() {
@@ -247,6 +262,7 @@ extern "C" fn fork_parent() {
 }
 
 extern "C" fn fork_child() {
+    unlock_heap_after_fork();
     // SAFETY: as in fork_prepare.
     let held = unsafe { (*std::ptr::addr_of_mut!(FORK_LOCKS)).take() };
     if held.is_none() && !active() {
