@@ -10,7 +10,8 @@ struct hl_tls {
     uint64_t rng;        /* the sampler's random state, 0 until first used */
 };
 
-static __thread struct hl_tls hl_tls_slot __attribute__((tls_model("initial-exec")));
+/* Not static: the entry stubs (src/fastpath.rs) reach it with @GOTTPOFF, as the C code does. */
+__attribute__((visibility("hidden"))) __thread struct hl_tls hl_tls_slot __attribute__((tls_model("initial-exec")));
 
 __attribute__((visibility("hidden"))) struct hl_tls *hl_tls(void) { return &hl_tls_slot; }
 

@@ -16,15 +16,13 @@
 //! separate lines the stubs used to read (the rate, the TLS offset, the real function) cost
 //! more than the rest of the fast path.
 
-use std::sync::atomic::{AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Copies of what the stubs read, set by [`arm`] once everything is resolved.
 #[repr(C, align(64))]
 pub(crate) struct Hot {
     /// Non-zero when the stubs may take the fast path: the sample rate.
     pub armed: AtomicU64,
-    /// [`crate::tls::OFFSET`].
-    pub tls_offset: AtomicIsize,
     pub malloc: AtomicUsize,
     pub free: AtomicUsize,
     pub calloc: AtomicUsize,
@@ -38,7 +36,6 @@ pub(crate) struct Hot {
 
 pub(crate) static HOT: Hot = Hot {
     armed: AtomicU64::new(0),
-    tls_offset: AtomicIsize::new(0),
     malloc: AtomicUsize::new(0),
     free: AtomicUsize::new(0),
     calloc: AtomicUsize::new(0),
@@ -50,16 +47,15 @@ pub(crate) static HOT: Hot = Hot {
     pvalloc: AtomicUsize::new(0),
 };
 
-/// Lets the stubs take the fast path while sampling. Call once the real functions, the TLS
-/// offset and the sample rate are set; a stub that finds a field zero takes the slow path.
+/// Lets the stubs take the fast path while sampling. Call once the real functions and the
+/// sample rate are set; a stub that finds a field zero takes the slow path.
 pub fn arm() {
     use crate::real;
     let rate = crate::sampling::rate();
-    if rate == 0 || crate::tls::OFFSET.load(Ordering::Relaxed) == 0 {
+    if rate == 0 {
         return;
     }
     let copy = |to: &AtomicUsize, from: &AtomicUsize| to.store(from.load(Ordering::Acquire), Ordering::Relaxed);
-    HOT.tls_offset.store(crate::tls::OFFSET.load(Ordering::Relaxed), Ordering::Relaxed);
     copy(&HOT.malloc, &real::malloc);
     copy(&HOT.free, &real::free);
     copy(&HOT.calloc, &real::calloc);
@@ -82,11 +78,11 @@ macro_rules! occupied_test {
     };
 }
 
-/// Puts the address of this thread's slot in r10 and its bytes left until the next sample in
-/// r11. Needs the operands `hot`, `offset` and `left`.
+/// Puts the offset of this thread's slot from the thread pointer in r10 (initial-exec TLS,
+/// `csrc/tls.c`) and its bytes left until the next sample in r11. Needs the operand `left`.
 macro_rules! slot_left {
     () => {
-        "mov r10, qword ptr [rip + {hot} + {offset}]\nadd r10, qword ptr fs:0\nmov r11, qword ptr [r10 + {left}]"
+        "mov r10, qword ptr [rip + hl_tls_slot@GOTTPOFF]\nmov r11, qword ptr fs:[r10 + {left}]"
     };
 }
 
@@ -106,7 +102,7 @@ macro_rules! sampled_alloc_stub {
             "mov rax, qword ptr [rip + {hot} + {real}]",
             "test rax, rax",
             "jz 2f",
-            "mov qword ptr [r10 + {left}], r11",
+            "mov qword ptr fs:[r10 + {left}], r11",
             "jmp rax",
             "2:",
             "lea r8, [rsp + 8]",
@@ -114,7 +110,6 @@ macro_rules! sampled_alloc_stub {
             "jmp {imp}",
             hot = sym crate::fastpath::HOT,
             armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
-            offset = const std::mem::offset_of!(crate::fastpath::Hot, tls_offset),
             real = const std::mem::offset_of!(crate::fastpath::Hot, $real),
             left = const crate::tls::SAMPLE_LEFT_OFFSET,
             imp = sym $imp,
@@ -168,7 +163,7 @@ macro_rules! sampled_new_stub {
             "mov rax, qword ptr [rip + {hot} + {malloc}]",
             "test rax, rax",
             "jz 2f",
-            "mov qword ptr [r10 + {left}], r11",
+            "mov qword ptr fs:[r10 + {left}], r11",
             // Keeps the size for the slow path, and aligns the stack for the call.
             "push rdi",
             ".cfi_adjust_cfa_offset 8",
@@ -187,7 +182,6 @@ macro_rules! sampled_new_stub {
             ".cfi_endproc",
             hot = sym crate::fastpath::HOT,
             armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
-            offset = const std::mem::offset_of!(crate::fastpath::Hot, tls_offset),
             malloc = const std::mem::offset_of!(crate::fastpath::Hot, malloc),
             left = const crate::tls::SAMPLE_LEFT_OFFSET,
             imp = sym $imp,
@@ -214,7 +208,7 @@ macro_rules! sampled_realloc_stub {
             "mov rax, qword ptr [rip + {hot} + {real}]",
             "test rax, rax",
             "jz 2f",
-            "mov qword ptr [r10 + {left}], r11",
+            "mov qword ptr fs:[r10 + {left}], r11",
             "jmp rax",
             "2:",
             "lea r8, [rsp + 8]",
@@ -222,7 +216,6 @@ macro_rules! sampled_realloc_stub {
             "jmp {imp}",
             hot = sym crate::fastpath::HOT,
             armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
-            offset = const std::mem::offset_of!(crate::fastpath::Hot, tls_offset),
             real = const std::mem::offset_of!(crate::fastpath::Hot, realloc),
             left = const crate::tls::SAMPLE_LEFT_OFFSET,
             k = const 0x9e37_79b9_7f4a_7c15u64,
