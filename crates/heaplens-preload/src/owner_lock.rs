@@ -8,7 +8,8 @@
 //! (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`), which makes every running thread of the process
 //! execute a full barrier. Either the owner sees the thief, or the thief sees the owner, as with
 //! fences on both sides. Where `membarrier` is not available (old kernels, seccomp), the owner
-//! pays a full fence instead.
+//! pays a full fence instead. (A seccomp filter that kills the process on `membarrier`, rather
+//! than refusing it, kills it at the writer's first sweep: such sandboxes cannot be profiled.)
 
 use std::sync::atomic::{compiler_fence, fence, AtomicBool, Ordering};
 
@@ -40,9 +41,16 @@ fn owner_fence() {
 fn thief_fence() {
     fence(Ordering::SeqCst);
     if ASYMMETRIC.load(Ordering::Acquire) {
-        // SAFETY: a system call with integer arguments only; it cannot fail once the process
-        // is registered (its only errors are for unknown or unregistered commands).
-        unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+        // SAFETY: a system call with integer arguments only.
+        let r = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+        if r != 0 {
+            // Registered, so only a seccomp filter the program installed since can refuse it.
+            // Owners fence from now on; one may be inside already, its store not yet visible:
+            // give store buffers (nanoseconds) and that critical section (microseconds) ample
+            // time before looking at its flag.
+            ASYMMETRIC.store(false, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 }
 
