@@ -69,6 +69,14 @@ pub fn arm() {
     HOT.armed.store(rate, Ordering::Release);
 }
 
+/// Jumps to `2f` (the slow path) unless the stubs are armed. Needs the operands `hot` and
+/// `armed`; clobbers r10.
+macro_rules! armed {
+    () => {
+        "mov r10, qword ptr [rip + {hot} + {armed}]\ntest r10, r10\njz 2f"
+    };
+}
+
 /// Jumps to `2f` when the block in rdi may be a recorded one: `sampling::bucket` (the top 16 bits
 /// of `(addr >> 4) * k`), then bit `b % 8` of byte `b / 8` of `sampling::OCCUPIED`. Needs the
 /// operands `k` and `occupied`; clobbers rax, r10, r11.
@@ -79,11 +87,40 @@ macro_rules! occupied_test {
     };
 }
 
-/// Puts the offset of this thread's slot from the thread pointer in r10 (initial-exec TLS,
-/// `csrc/tls.c`) and its bytes left until the next sample in r11. Needs the operand `left`.
-macro_rules! slot_left {
+/// Counts the bytes in register `$size` down: this thread's slot offset from the thread pointer
+/// (initial-exec TLS, `csrc/tls.c`) in r10, its bytes left after this call in r11, and a jump
+/// to `2f` when that crosses zero (the call is sampled). Writes nothing: [`commit`] does. Needs
+/// the operand `left`.
+macro_rules! count_down {
+    ($size:literal) => {
+        concat!(
+            "mov r10, qword ptr [rip + hl_tls_slot@GOTTPOFF]\nmov r11, qword ptr fs:[r10 + {left}]\nsub r11, ",
+            $size,
+            "\ntest r11, r11\njle 2f"
+        )
+    };
+}
+
+/// The real function (operand `real`, an offset in [`HOT`]) in rax, or a jump to `2f` when it
+/// is not known.
+macro_rules! real_or_slow {
     () => {
-        "mov r10, qword ptr [rip + hl_tls_slot@GOTTPOFF]\nmov r11, qword ptr fs:[r10 + {left}]"
+        "mov rax, qword ptr [rip + {hot} + {real}]\ntest rax, rax\njz 2f"
+    };
+}
+
+/// Stores the count [`count_down`] left in r11: the call is not sampled.
+macro_rules! commit {
+    () => {
+        "mov qword ptr fs:[r10 + {left}], r11"
+    };
+}
+
+/// The slow path at `2:`: the caller's frame in r8 and r9, as every entry stub leaves it, and on
+/// to the Rust hook (operand `imp`).
+macro_rules! to_hook {
+    () => {
+        "2:\nlea r8, [rsp + 8]\nmov r9, rbp\njmp {imp}"
     };
 }
 
@@ -92,23 +129,13 @@ macro_rules! slot_left {
 macro_rules! sampled_alloc_stub {
     ($size:literal, $real:ident, $imp:path) => {
         std::arch::naked_asm!(
-            "mov r10, qword ptr [rip + {hot} + {armed}]",
-            "test r10, r10",
-            "jz 2f",
+            crate::fastpath::armed!(),
             $size,
-            crate::fastpath::slot_left!(),
-            "sub r11, rax",
-            "test r11, r11",
-            "jle 2f",
-            "mov rax, qword ptr [rip + {hot} + {real}]",
-            "test rax, rax",
-            "jz 2f",
-            "mov qword ptr fs:[r10 + {left}], r11",
+            crate::fastpath::count_down!("rax"),
+            crate::fastpath::real_or_slow!(),
+            crate::fastpath::commit!(),
             "jmp rax",
-            "2:",
-            "lea r8, [rsp + 8]",
-            "mov r9, rbp",
-            "jmp {imp}",
+            crate::fastpath::to_hook!(),
             hot = sym crate::fastpath::HOT,
             armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
             real = const std::mem::offset_of!(crate::fastpath::Hot, $real),
@@ -119,20 +146,16 @@ macro_rules! sampled_alloc_stub {
 }
 
 /// The body of a deallocating entry stub: a non-null block whose filter bucket is not occupied
-/// goes to the real `free` (all the C++ `operator delete`s of libstdc++ only call `free`).
+/// goes to the real `free` (all the C++ `operator delete`s of libstdc++ only call `free`). Its
+/// hook takes the arguments as they came (no caller frame: deallocations record no stack).
 macro_rules! sampled_free_stub {
     ($imp:path) => {
         std::arch::naked_asm!(
-            "mov r10, qword ptr [rip + {hot} + {armed}]",
-            "test r10, r10",
-            "jz 2f",
+            crate::fastpath::armed!(),
             "test rdi, rdi",
             "jz 2f",
-            // sampling::bucket: ((addr >> 4) * K) >> 48
             crate::fastpath::occupied_test!(),
-            "mov rax, qword ptr [rip + {hot} + {real}]",
-            "test rax, rax",
-            "jz 2f",
+            crate::fastpath::real_or_slow!(),
             "jmp rax",
             "2:",
             "jmp {imp}",
@@ -154,17 +177,10 @@ macro_rules! sampled_new_stub {
     ($imp:path) => {
         std::arch::naked_asm!(
             ".cfi_startproc",
-            "mov r10, qword ptr [rip + {hot} + {armed}]",
-            "test r10, r10",
-            "jz 2f",
-            crate::fastpath::slot_left!(),
-            "sub r11, rdi",
-            "test r11, r11",
-            "jle 2f",
-            "mov rax, qword ptr [rip + {hot} + {malloc}]",
-            "test rax, rax",
-            "jz 2f",
-            "mov qword ptr fs:[r10 + {left}], r11",
+            crate::fastpath::armed!(),
+            crate::fastpath::count_down!("rdi"),
+            crate::fastpath::real_or_slow!(),
+            crate::fastpath::commit!(),
             // Keeps the size for the slow path, and aligns the stack for the call.
             "push rdi",
             ".cfi_adjust_cfa_offset 8",
@@ -176,14 +192,11 @@ macro_rules! sampled_new_stub {
             "test rax, rax",
             "jz 2f",
             "ret",
-            "2:",
-            "lea r8, [rsp + 8]",
-            "mov r9, rbp",
-            "jmp {imp}",
+            crate::fastpath::to_hook!(),
             ".cfi_endproc",
             hot = sym crate::fastpath::HOT,
             armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
-            malloc = const std::mem::offset_of!(crate::fastpath::Hot, malloc),
+            real = const std::mem::offset_of!(crate::fastpath::Hot, malloc),
             left = const crate::tls::SAMPLE_LEFT_OFFSET,
             imp = sym $imp,
         )
@@ -195,26 +208,16 @@ macro_rules! sampled_new_stub {
 macro_rules! sampled_realloc_stub {
     ($imp:path) => {
         std::arch::naked_asm!(
-            "mov r10, qword ptr [rip + {hot} + {armed}]",
-            "test r10, r10",
-            "jz 2f",
+            crate::fastpath::armed!(),
             "test rdi, rdi",
             "jz 3f",
             crate::fastpath::occupied_test!(),
             "3:",
-            crate::fastpath::slot_left!(),
-            "sub r11, rsi",
-            "test r11, r11",
-            "jle 2f",
-            "mov rax, qword ptr [rip + {hot} + {real}]",
-            "test rax, rax",
-            "jz 2f",
-            "mov qword ptr fs:[r10 + {left}], r11",
+            crate::fastpath::count_down!("rsi"),
+            crate::fastpath::real_or_slow!(),
+            crate::fastpath::commit!(),
             "jmp rax",
-            "2:",
-            "lea r8, [rsp + 8]",
-            "mov r9, rbp",
-            "jmp {imp}",
+            crate::fastpath::to_hook!(),
             hot = sym crate::fastpath::HOT,
             armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
             real = const std::mem::offset_of!(crate::fastpath::Hot, realloc),
@@ -227,5 +230,6 @@ macro_rules! sampled_realloc_stub {
 }
 
 pub(crate) use {
-    occupied_test, sampled_alloc_stub, sampled_free_stub, sampled_new_stub, sampled_realloc_stub, slot_left,
+    armed, commit, count_down, occupied_test, real_or_slow, sampled_alloc_stub, sampled_free_stub, sampled_new_stub,
+    sampled_realloc_stub, to_hook,
 };

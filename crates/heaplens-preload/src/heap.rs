@@ -163,11 +163,18 @@ unsafe fn large_free(p: *mut u8, len: usize) {
     libc::munmap(p.cast(), len);
 }
 
-unsafe fn large_alloc(l: Layout) -> *mut u8 {
+/// A large block: a spare mapping (cleared when `zeroed`) or a fresh one, zero already.
+unsafe fn large_alloc(l: Layout, zeroed: bool) -> *mut u8 {
     let len = pages(l.size());
     if l.align() <= PAGE {
         let p = take_spare(len);
-        return if p.is_null() { map(len) } else { p };
+        if p.is_null() {
+            return map(len);
+        }
+        if zeroed {
+            std::ptr::write_bytes(p, 0, l.size());
+        }
+        return p;
     }
     // Over-aligned: map more and cut the ends off.
     let raw = map(len + l.align()) as usize;
@@ -193,19 +200,13 @@ unsafe impl GlobalAlloc for MonitorHeap {
         if is_small(&l) {
             small_alloc(class(l.size(), l.align()))
         } else {
-            large_alloc(l)
+            large_alloc(l, false)
         }
     }
 
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        if !is_small(&l) && l.align() <= PAGE {
-            // Fresh mappings are zero, spare ones are not.
-            let p = take_spare(pages(l.size()));
-            if !p.is_null() {
-                std::ptr::write_bytes(p, 0, l.size());
-                return p;
-            }
-            return map(pages(l.size()));
+        if !is_small(&l) {
+            return large_alloc(l, true);
         }
         let p = self.alloc(l);
         if !p.is_null() {

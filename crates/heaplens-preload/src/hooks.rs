@@ -26,9 +26,9 @@ fn enter() -> Option<Guard> {
 /// Exports `$name` as a naked entry stub that records where its caller's frame is (the
 /// caller's stack pointer after return in r8, its frame pointer in r9, both free argument
 /// registers in every hooked signature) and jumps to `$name::imp`. The stack walk then starts at
-/// the program's frame instead of unwinding the monitor's own frames first. With a size (an
-/// instruction that puts the requested bytes in rax, or jumps to `2f`) and a real function,
-/// the stub also takes the sampler's fast path itself (see [`crate::fastpath`]).
+/// the program's frame instead of unwinding the monitor's own frames first. Given one of the
+/// `crate::fastpath` stub macros (and its arguments), the stub also takes the sampler's fast
+/// path itself.
 macro_rules! entry {
     ($abi:literal $name:ident) => {
         #[allow(clippy::missing_safety_doc)]
@@ -38,20 +38,12 @@ macro_rules! entry {
             std::arch::naked_asm!("lea r8, [rsp + 8]", "mov r9, rbp", "jmp {imp}", imp = sym $name::imp)
         }
     };
-    ($abi:literal $name:ident, new_fast) => {
+    ($abi:literal $name:ident, $stub:ident $(, $arg:tt)*) => {
         #[allow(clippy::missing_safety_doc)]
         #[unsafe(naked)]
         #[no_mangle]
         pub unsafe extern $abi fn $name() {
-            crate::fastpath::sampled_new_stub!($name::imp)
-        }
-    };
-    ($abi:literal $name:ident, size $size:literal, real $real:ident) => {
-        #[allow(clippy::missing_safety_doc)]
-        #[unsafe(naked)]
-        #[no_mangle]
-        pub unsafe extern $abi fn $name() {
-            crate::fastpath::sampled_alloc_stub!($size, $real, $name::imp)
+            crate::fastpath::$stub!($($arg,)* $name::imp)
         }
     };
 }
@@ -67,7 +59,7 @@ macro_rules! alloc_hook {
         alloc_hook!(@ $abi $name => $real, $op, ($a0: $t0, $a1: $t1, $a2: $t2), ($a0, $a1, $a2), $size);
     };
     (@ $abi:literal $name:ident => $real:ident, $op:expr, ($($p:ident : $pt:ty),*), ($($a:ident),*), $size:expr $(, $fast:literal)?) => {
-        entry!($abi $name $(, size $fast, real $real)?);
+        entry!($abi $name $(, sampled_alloc_stub, $fast, $real)?);
         #[allow(non_snake_case)]
         mod $name {
             use super::*;
@@ -131,12 +123,7 @@ macro_rules! throwing_new_hook {
 /// and back into the `free` hook on every delete.
 macro_rules! dealloc_hook {
     ($name:ident => $real:ident, $op:expr, |$p:ident : P $(, $a:ident : $t:ty)*|) => {
-        #[allow(clippy::missing_safety_doc)]
-        #[unsafe(naked)]
-        #[no_mangle]
-        pub unsafe extern "C" fn $name() {
-            crate::fastpath::sampled_free_stub!($name::imp)
-        }
+        entry!("C" $name, sampled_free_stub);
         #[allow(non_snake_case)]
         mod $name {
             use super::*;
@@ -163,8 +150,8 @@ macro_rules! dealloc_hook {
 /// usual) through this frame, hence the "C-unwind" ABI. The aligned forms keep to the real
 /// operators ([`throwing_new_hook`]).
 macro_rules! new_hook {
-    ($name:ident => $real:ident, $op:expr, |$n:ident : usize $(, $t:ident : P)?| $(, $fast:ident)?) => {
-        entry!("C-unwind" $name $(, $fast)?);
+    ($name:ident => $real:ident, $op:expr, |$n:ident : usize $(, $t:ident : P)?| $(, $stub:ident)?) => {
+        entry!("C-unwind" $name $(, $stub)?);
         #[allow(non_snake_case)]
         mod $name {
             use super::*;
@@ -199,8 +186,8 @@ alloc_hook!("C" memalign => memalign, Op::Memalign, |a: usize, n: usize| size = 
 alloc_hook!("C" aligned_alloc => aligned_alloc, Op::AlignedAlloc, |a: usize, n: usize| size = n, fast "mov rax, rsi");
 alloc_hook!("C" valloc => valloc, Op::Valloc, |n: usize| size = n, fast "mov rax, rdi");
 alloc_hook!("C" pvalloc => pvalloc, Op::Pvalloc, |n: usize| size = n, fast "mov rax, rdi");
-new_hook!(_Znwm => new, Op::New, |n: usize|, new_fast);
-new_hook!(_Znam => new_array, Op::NewArray, |n: usize|, new_fast);
+new_hook!(_Znwm => new, Op::New, |n: usize|, sampled_new_stub);
+new_hook!(_Znam => new_array, Op::NewArray, |n: usize|, sampled_new_stub);
 new_hook!(_ZnwmRKSt9nothrow_t => new_nothrow, Op::NewNothrow, |n: usize, t: P|);
 new_hook!(_ZnamRKSt9nothrow_t => new_array_nothrow, Op::NewArrayNothrow, |n: usize, t: P|);
 throwing_new_hook!(_ZnwmSt11align_val_t => new_aligned via new_aligned_nothrow, Op::NewAligned, |n: usize, a: usize|);
@@ -209,7 +196,7 @@ alloc_hook!("C-unwind" _ZnwmSt11align_val_tRKSt9nothrow_t => new_aligned_nothrow
 alloc_hook!("C-unwind" _ZnamSt11align_val_tRKSt9nothrow_t => new_array_aligned_nothrow, Op::NewArrayAlignedNothrow, |n: usize, a: usize, t: P| size = n);
 
 // The overflow check leaves an overflowing n * m to the slow path, which records size 0.
-entry!("C" calloc, size "mov rax, rdi\nimul rax, rsi\njo 2f", real calloc);
+entry!("C" calloc, sampled_alloc_stub, "mov rax, rdi\nimul rax, rsi\njo 2f", calloc);
 mod calloc {
     use super::*;
     /// `calloc`: the recorded size is `n * m` (0 when that overflows, and then the call fails).
@@ -224,7 +211,7 @@ mod calloc {
     }
 }
 
-entry!("C" posix_memalign, size "mov rax, rdx", real posix_memalign);
+entry!("C" posix_memalign, sampled_alloc_stub, "mov rax, rdx", posix_memalign);
 mod posix_memalign {
     use super::*;
     /// `posix_memalign`: recorded only when it succeeds (it reports failure by return value).
@@ -239,12 +226,7 @@ mod posix_memalign {
     }
 }
 
-#[allow(clippy::missing_safety_doc)]
-#[unsafe(naked)]
-#[no_mangle]
-pub unsafe extern "C" fn realloc() {
-    crate::fastpath::sampled_realloc_stub!(realloc::imp)
-}
+entry!("C" realloc, sampled_realloc_stub);
 mod realloc {
     use super::*;
     /// `realloc`: one event holding both the released and the returned block.

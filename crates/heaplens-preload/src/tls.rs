@@ -28,7 +28,7 @@ extern "C" {
 }
 
 /// The slot's offset from the thread pointer, once known (0 before: then ask the C shim).
-pub(crate) static OFFSET: AtomicIsize = AtomicIsize::new(0);
+static OFFSET: AtomicIsize = AtomicIsize::new(0);
 
 /// Learns the slot's offset from the thread pointer (the same for every thread with the
 /// initial-exec model), so [`slot`] needs no call. Call once at start-up.
