@@ -18,6 +18,7 @@ use crate::load::{LoadError, Sink, Trace};
 use crate::merge::Merger;
 use crate::model::Report;
 use crate::paths::resolve;
+use crate::predecode::{Ahead, Slot, StopAhead};
 use crate::progress::{Progress, Timing};
 use crate::replay::{Replay, State};
 use crate::symbolize::cached::{symbolize_all, CachedSymbolizer, SymMsg, SymProgress};
@@ -96,18 +97,22 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             .spawn_scoped(scope, move || c.fill())
             .expect("cannot start a thread");
         let stop_chunks = StopGuard(chunks.clone());
+        let ahead = Arc::new(Ahead::default());
+        let stop_ahead = StopAhead(ahead.clone());
+        let a = ahead.clone();
         let loader = std::thread::Builder::new()
             .name("heaplens-reader".into())
             .spawn_scoped(scope, move || {
-                let mut sink = PipeSink { ev_tx, sym_tx: Some(sym_tx) };
+                let mut sink = PipeSink { ev_tx, sym_tx: Some(sym_tx), slots: Vec::new(), ahead: &a };
                 let t = Trace::load_into(path, Some(bar), &mut sink);
                 // The symbols can be finished now.
                 sink.sym_tx = None;
                 tm("file read");
                 let _ = sink.ev_tx.send(Msg::Done(Box::new(t)));
+                a.decode(&sink.slots);
             })
             .expect("cannot start a thread");
-        let (streamed, trace) = stream_replay(ev_rx, chunks.clone());
+        let (streamed, trace) = stream_replay(ev_rx, chunks.clone(), ahead);
         let replayed = trace.map(|t| {
             let r = match &t.aggregate {
                 Some(a) => crate::aggregated::replay(a, &t.clock),
@@ -116,6 +121,7 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             (t, r)
         });
         tm("replay done");
+        drop(stop_ahead);
         drop(stop_chunks);
         filler.join().expect("the chunk thread panicked");
         loader.join().expect("the reader thread panicked");
@@ -149,19 +155,26 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
 enum Msg {
     Process(u64, TimeSource, u32),
     Clock(ClockSync),
-    Events(u32, Vec<u8>),
+    /// A thread's payload, and the timestamp of its first event.
+    Events(u32, Option<u64>, Arc<Slot>),
     /// The whole file is read.
     Done(Box<Result<Trace, LoadError>>),
 }
 
-struct PipeSink {
+struct PipeSink<'a> {
+    ahead: &'a Ahead,
     ev_tx: Sender<Msg>,
     sym_tx: Option<Sender<SymMsg>>,
+    /// Every payload sent, for decoding them ahead once the file is read.
+    slots: Vec<Arc<Slot>>,
 }
 
-impl Sink for PipeSink {
+impl Sink for PipeSink<'_> {
     fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>) {
-        let _ = self.ev_tx.send(Msg::Events(tid, payload));
+        let first = crate::decode::first_ts(&payload);
+        let slot = self.ahead.pass(payload);
+        self.slots.push(slot.clone());
+        let _ = self.ev_tx.send(Msg::Events(tid, first, slot));
     }
     fn process(&mut self, p: &ProcessRecord) {
         let _ = self.ev_tx.send(Msg::Process(p.sample_rate, p.time_source, p.pid));
@@ -233,8 +246,12 @@ impl Streamed {
     }
 }
 
-fn stream_replay(rx: Receiver<Msg>, chunks: Arc<ChunkSource>) -> (Streamed, Result<Trace, LoadError>) {
-    let mut s = Streamed { merger: Merger::streaming(), state: None, in_order: true, restarted: false, chunks };
+fn stream_replay(
+    rx: Receiver<Msg>,
+    chunks: Arc<ChunkSource>,
+    ahead: Arc<Ahead>,
+) -> (Streamed, Result<Trace, LoadError>) {
+    let mut s = Streamed { merger: Merger::streaming(ahead), state: None, in_order: true, restarted: false, chunks };
     let mut done = None;
     let mut index: HashMap<u32, u32> = HashMap::new();
     let mut source = TimeSource::MonotonicNs;
@@ -262,10 +279,10 @@ fn stream_replay(rx: Receiver<Msg>, chunks: Arc<ChunkSource>) -> (Streamed, Resu
                         last_sync = Some(c);
                     }
                 }
-                Msg::Events(tid, payload) => {
+                Msg::Events(tid, first, payload) => {
                     let n = index.len() as u32;
                     let i = *index.entry(tid).or_insert(n);
-                    if let Some(ts) = crate::decode::first_ts(&payload) {
+                    if let Some(ts) = first {
                         newest = newest.max(ts);
                     }
                     let (max_key, replayed) =

@@ -5,7 +5,12 @@
 //! older traces) or [`COLUMNS`] (EventColumns blocks, see [`heaplens_trace::columns`]).
 
 use heaplens_trace::varint::read_var;
+use std::sync::Arc;
+
 use heaplens_trace::{ColumnDecoder, Event};
+
+use crate::packed::PackedEvents;
+use crate::predecode::{Ahead, Decoded};
 
 /// Layout byte of an in-memory row payload.
 pub(crate) const ROWS: u8 = 0;
@@ -20,7 +25,7 @@ pub(crate) fn tagged(mut payload: Vec<u8>, layout: u8) -> Vec<u8> {
 
 /// The block payload and layout of an in-memory payload.
 #[inline]
-fn untag(d: &[u8]) -> (&[u8], u8) {
+pub(crate) fn untag(d: &[u8]) -> (&[u8], u8) {
     match d.split_last() {
         Some((&layout, body)) => (body, layout),
         None => (d, ROWS),
@@ -45,8 +50,19 @@ pub(crate) fn first_ts(d: &[u8]) -> Option<u64> {
 /// are consumed, so their events are never materialized; row payloads (older traces, and
 /// writers that had no processor to spare) are decoded whole.
 pub(crate) enum Cursor {
-    Rows { events: Vec<Event>, next: usize, bad: bool },
+    Rows {
+        events: Vec<Event>,
+        next: usize,
+        bad: bool,
+    },
     Columns(Box<ColumnDecoder>),
+    /// Decoded ahead by another thread (see [`crate::predecode`]).
+    Packed {
+        events: PackedEvents,
+        next: usize,
+        bad: bool,
+        tid: u32,
+    },
 }
 
 /// Buffers of closed cursors, for the next ones.
@@ -56,22 +72,11 @@ pub(crate) struct CursorPool {
     // Boxed: a decoder moves between the pool and the cursors without being copied.
     #[allow(clippy::vec_box)]
     columns: Vec<Box<ColumnDecoder>>,
+    /// Where the buffers of events decoded ahead go back to.
+    pub ahead: Option<Arc<Ahead>>,
 }
 
 impl Cursor {
-    /// Starts decoding in-memory payload `d`, taking it if it is a column payload (then
-    /// [`Cursor::close`] gives it back).
-    pub fn open_owned(d: &mut Vec<u8>, pool: &mut CursorPool) -> Self {
-        if let (_, COLUMNS) = untag(d) {
-            let mut dec = pool.columns.pop().unwrap_or_default();
-            let len = d.len() - 1;
-            // A bad header leaves no events and the decoder failed.
-            let _ = dec.start_owned(std::mem::take(d), len);
-            return Cursor::Columns(dec);
-        }
-        Self::open(d, pool)
-    }
-
     /// Starts decoding in-memory payload `d`.
     pub fn open(d: &[u8], pool: &mut CursorPool) -> Self {
         match untag(d) {
@@ -90,11 +95,27 @@ impl Cursor {
         }
     }
 
-    /// The next event; `None` at the end of the payload or at a malformed record.
+    /// Replays events of payload `d` decoded ahead.
+    pub fn packed(d: &[u8], decoded: Decoded) -> Self {
+        let tid = header(untag(d).0).unwrap_or(0);
+        Cursor::Packed { events: decoded.events, next: 0, bad: decoded.bad, tid }
+    }
+
+    /// The next event; `None` at the end of the payload or at a malformed record. (Events
+    /// decoded ahead have no usable size.)
     #[inline(always)]
     pub fn next(&mut self) -> Option<Event> {
         match self {
             Cursor::Columns(dec) => dec.next_event(),
+            Cursor::Packed { events, next, tid, .. } => {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: prefetching is a hint; it never faults, even past the end.
+                unsafe {
+                    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                    _mm_prefetch::<_MM_HINT_T0>(events.as_ptr().wrapping_add(*next + 64).cast());
+                }
+                events.read(next, *tid)
+            }
             Cursor::Rows { events, next, .. } => {
                 let e = events.get(*next)?;
                 *next += 1;
@@ -103,17 +124,12 @@ impl Cursor {
         }
     }
 
-    /// Gives the buffers back to `pool`, and a payload taken by [`Cursor::open_owned`] to
-    /// `owned`; true when the payload was malformed part-way (the events before the fault
-    /// were returned).
-    pub fn close(self, pool: &mut CursorPool, owned: Option<&mut Vec<u8>>) -> bool {
+    /// Gives the buffers back to `pool`; true when the payload was malformed part-way (the
+    /// events before the fault were returned).
+    pub fn close(self, pool: &mut CursorPool) -> bool {
         match self {
-            Cursor::Columns(mut dec) => {
+            Cursor::Columns(dec) => {
                 let bad = dec.failed();
-                let buf = dec.take_buffer();
-                if let Some(o) = owned {
-                    *o = buf;
-                }
                 pool.columns.push(dec);
                 bad
             }
@@ -121,25 +137,32 @@ impl Cursor {
                 pool.rows.push(events);
                 bad
             }
+            Cursor::Packed { events, bad, .. } => {
+                if let Some(a) = &pool.ahead {
+                    a.recycle(events);
+                }
+                bad
+            }
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use heaplens_trace::{ColumnEncoder, EventDecoder, EventEncoder, Op};
 
-    fn rows(n: u64) -> Vec<u8> {
+    /// A row payload of thread 4321 with `n` events: allocations, reallocations, releases.
+    pub(crate) fn rows(n: u64) -> Vec<u8> {
         let mut buf = vec![0u8; 1 << 16];
         let (mut pos, mut enc) = (0, EventEncoder::default());
         enc.begin(&mut buf, &mut pos, 4321);
         for i in 0..n {
             let addr = 0x5555_0000_0000 + (i % 7) * 64;
-            if i % 2 == 0 {
-                enc.alloc(&mut buf, &mut pos, Op::Malloc, 100 + i * 7, addr, 40, 56, (i % 5) as u32);
-            } else {
-                enc.dealloc(&mut buf, &mut pos, Op::Free, 100 + i * 7, addr - 64);
+            match i % 3 {
+                0 => enc.alloc(&mut buf, &mut pos, Op::Malloc, 100 + i * 7, addr, 40, 56, (i % 5) as u32),
+                1 => enc.realloc(&mut buf, &mut pos, Op::Realloc, 100 + i * 7, addr + 64, addr, 80, 88, 2),
+                _ => enc.dealloc(&mut buf, &mut pos, Op::Free, 100 + i * 7, addr - 64),
             }
         }
         buf.truncate(pos);
@@ -152,7 +175,7 @@ mod tests {
         while let Some(e) = c.next() {
             out.push(e);
         }
-        c.close(&mut pool, None)
+        c.close(&mut pool)
     }
 
     #[test]
@@ -169,26 +192,6 @@ mod tests {
             assert!(!decode_all(&d, &mut got));
             assert_eq!(got, want, "layout {layout}");
         }
-    }
-
-    #[test]
-    fn an_owned_column_payload_goes_back_whole() {
-        let r = rows(500);
-        let want: Vec<Event> = EventDecoder::new(&r).unwrap().map(Result::unwrap).collect();
-        let mut c = Vec::new();
-        ColumnEncoder::default().encode(&r, &mut c).unwrap();
-        let tagged_payload = tagged(c, COLUMNS);
-        let mut slot = tagged_payload.clone();
-        let mut pool = CursorPool::default();
-        let mut cur = Cursor::open_owned(&mut slot, &mut pool);
-        assert!(slot.is_empty());
-        let mut got = Vec::new();
-        while let Some(e) = cur.next() {
-            got.push(e);
-        }
-        assert!(!cur.close(&mut pool, Some(&mut slot)));
-        assert_eq!(got, want);
-        assert_eq!(slot, tagged_payload);
     }
 
     #[test]

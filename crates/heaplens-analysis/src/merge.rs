@@ -17,32 +17,27 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use heaplens_trace::Event;
 
 use crate::decode::{Cursor, CursorPool};
+use crate::predecode::{Ahead, Slot};
 use crate::replay::{Counter, Counts, State};
 
-/// A stream's payloads.
+/// A stream's payloads: borrowed from a loaded trace, or shared with the reader thread, which
+/// may decode them ahead (see [`crate::predecode`]).
 enum Blocks<'a> {
     Borrowed(&'a [Vec<u8>]),
-    Owned(Vec<Vec<u8>>),
+    Shared(Vec<Arc<Slot>>),
 }
 
 impl Blocks<'_> {
-    /// Where payload `i` goes back to after a cursor took it.
-    fn slot(&mut self, i: usize) -> Option<&mut Vec<u8>> {
-        match self {
-            Blocks::Borrowed(_) => None,
-            Blocks::Owned(b) => b.get_mut(i),
-        }
-    }
-
     #[inline(always)]
     fn len(&self) -> usize {
         match self {
             Blocks::Borrowed(b) => b.len(),
-            Blocks::Owned(b) => b.len(),
+            Blocks::Shared(b) => b.len(),
         }
     }
 }
@@ -72,7 +67,13 @@ impl<'a> Stream<'a> {
         }
         if self.cur.is_none() {
             self.cur = Some(match &mut self.blocks {
-                Blocks::Owned(b) => Cursor::open_owned(&mut b[self.blk], pool),
+                Blocks::Shared(b) => {
+                    let slot = &b[self.blk];
+                    match slot.open(pool.ahead.as_deref()) {
+                        None => Cursor::open(slot.payload(), pool),
+                        Some(d) => Cursor::packed(slot.payload(), d),
+                    }
+                }
                 Blocks::Borrowed(b) => Cursor::open(&b[self.blk], pool),
             });
         }
@@ -81,10 +82,13 @@ impl<'a> Stream<'a> {
 
     /// Moves on to the next payload.
     fn close(&mut self, pool: &mut CursorPool, malformed: &mut u64) {
-        if let Some(c) = self.cur.take() {
-            *malformed += u64::from(c.close(pool, self.blocks.slot(self.blk)));
-        }
+        *malformed += u64::from(self.put_back(pool));
         self.blk += 1;
+    }
+
+    /// Closes the current payload's cursor, if open; true when the payload was malformed.
+    fn put_back(&mut self, pool: &mut CursorPool) -> bool {
+        self.cur.take().is_some_and(|c| c.close(pool))
     }
 
     /// The next event in memory, moving on to the next payload at the end of one (or at a
@@ -122,20 +126,23 @@ impl<'a> Merger<'a> {
         m
     }
 
-    /// An empty merger that is fed payloads with [`Merger::push`].
-    pub fn streaming() -> Self {
-        Self::empty()
+    /// An empty merger that is fed payloads with [`Merger::push`], giving the buffers of
+    /// events decoded ahead back to `ahead`.
+    pub fn streaming(ahead: Arc<Ahead>) -> Self {
+        let mut m = Self::empty();
+        m.pool.ahead = Some(ahead);
+        m
     }
 
     /// Adds a payload of stream `i` (a new stream when `i` is the number of streams). Returns
     /// false when its first event is older than what was already replayed (`max_key`), which
     /// the streaming replay assumed could not happen.
-    pub fn push(&mut self, i: u32, payload: Vec<u8>, max_key: (u64, u32), replayed: bool) -> bool {
+    pub fn push(&mut self, i: u32, payload: Arc<Slot>, max_key: (u64, u32), replayed: bool) -> bool {
         if i as usize == self.streams.len() {
-            self.streams.push(Stream::new(Blocks::Owned(Vec::new())));
+            self.streams.push(Stream::new(Blocks::Shared(Vec::new())));
         }
         let s = &mut self.streams[i as usize];
-        let Blocks::Owned(blocks) = &mut s.blocks else { unreachable!("streaming streams own their blocks") };
+        let Blocks::Shared(blocks) = &mut s.blocks else { unreachable!("streaming streams share their blocks") };
         blocks.push(payload);
         if s.head.is_some() || s.blk + 1 < blocks.len() {
             // The stream still has events in memory before this payload.
@@ -152,9 +159,7 @@ impl<'a> Merger<'a> {
         self.heap.clear();
         self.malformed = 0;
         for (i, s) in self.streams.iter_mut().enumerate() {
-            if let Some(c) = s.cur.take() {
-                c.close(&mut self.pool, s.blocks.slot(s.blk));
-            }
+            s.put_back(&mut self.pool);
             s.blk = 0;
             s.head = s.next(&mut self.pool, &mut self.malformed);
             if let Some(e) = &s.head {

@@ -27,27 +27,39 @@ pub(crate) fn first_ts(d: &[u8]) -> Option<u64> {
     var(d, &mut s.pos)
 }
 
+/// Where a whole decoded payload goes.
+pub(crate) trait Push {
+    fn push_event(&mut self, e: Event);
+}
+
+impl Push for Vec<Event> {
+    #[inline(always)]
+    fn push_event(&mut self, e: Event) {
+        self.push(e);
+    }
+}
+
 /// Decodes a whole row payload into `out`; true when it is malformed part-way.
-pub(crate) fn decode_all(d: &[u8], out: &mut Vec<Event>) -> bool {
+pub(crate) fn decode_all<P: Push>(d: &[u8], out: &mut P) -> bool {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "bmi2")]
-    unsafe fn with_pext(d: &[u8], out: &mut Vec<Event>) -> bool {
-        decode_all_with::<true>(d, out)
+    unsafe fn with_pext<P: Push>(d: &[u8], out: &mut P) -> bool {
+        decode_all_with::<true, P>(d, out)
     }
     #[cfg(target_arch = "x86_64")]
     if fast_pext() {
         // SAFETY: the processor has BMI2.
         return unsafe { with_pext(d, out) };
     }
-    decode_all_with::<false>(d, out)
+    decode_all_with::<false, P>(d, out)
 }
 
 #[inline(always)]
-fn decode_all_with<const PEXT: bool>(d: &[u8], out: &mut Vec<Event>) -> bool {
+fn decode_all_with<const PEXT: bool, P: Push>(d: &[u8], out: &mut P) -> bool {
     let Some((tid, mut s)) = header(d) else { return true };
     while s.pos < d.len() {
         match next_event::<PEXT>(d, &mut s, tid) {
-            Some(e) => out.push(e),
+            Some(e) => out.push_event(e),
             None => return true,
         }
     }

@@ -1,0 +1,274 @@
+//! Decoding event payloads ahead of the replay, on the reader's thread.
+//!
+//! The replay is the report's longest stage, and a third to a half of its time goes into
+//! decoding the payloads (varints, the column model), which needs nothing from the replay. So
+//! the reader thread decodes payloads into a simple layout (`packed.rs`) that the replay reads
+//! back in order: while it reads the file, those it reads while the replay has another one in
+//! hand ([`IN_HAND`]); once the file is read, every payload the replay has not reached.
+//!
+//! Each payload is a [`Slot`] shared by both threads, and whoever comes first decodes it: the
+//! replay, on reaching a payload not decoded yet (or still being decoded), decodes it itself
+//! as it goes, as it would without this module, and never waits for the reader thread (which,
+//! on a busy machine, may not even be running). The reader keeps at most [`AHEAD_EVENTS`]
+//! decoded events waiting, so memory stays bounded however far behind the replay is.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use heaplens_trace::{ColumnDecoder, Event};
+
+use crate::decode::{untag, COLUMNS};
+use crate::packed::PackedEvents;
+use crate::rows::Push;
+
+impl Push for PackedEvents {
+    #[inline(always)]
+    fn push_event(&mut self, e: Event) {
+        self.push(&e);
+    }
+}
+
+/// The events of one payload decoded ahead; `bad` when it was malformed part-way (the events
+/// before the fault are there).
+pub(crate) struct Decoded {
+    pub events: PackedEvents,
+    pub bad: bool,
+}
+
+/// Where a payload's decoding ahead stands.
+enum State {
+    /// Nobody has opened it: either thread may decode it.
+    Fresh,
+    /// The reader thread is decoding it.
+    Decoding,
+    /// Decoded ahead, not replayed yet.
+    Decoded(Decoded),
+    /// The replay has opened it (and decodes it itself if it was not decoded yet: it never
+    /// waits for the reader thread, which may not even be running).
+    Taken,
+}
+
+/// One in-memory payload (see [`crate::decode`]) shared by the reader and the replay.
+pub(crate) struct Slot {
+    payload: Vec<u8>,
+    state: Mutex<State>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking holder leaves consistent data here (every change is one assignment).
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Slot {
+    /// A slot holding in-memory payload `payload`.
+    pub fn new(payload: Vec<u8>) -> Arc<Self> {
+        Self::with(payload, State::Fresh)
+    }
+
+    fn with(payload: Vec<u8>, st: State) -> Arc<Self> {
+        Arc::new(Slot { payload, state: Mutex::new(st) })
+    }
+
+    /// The in-memory payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// For the replay: the events of the payload when they were decoded ahead (`ahead` then
+    /// counts them as taken); `None` when the replay is to decode the payload itself.
+    pub fn open(&self, ahead: Option<&Ahead>) -> Option<Decoded> {
+        let (first, decoded) = match std::mem::replace(&mut *lock(&self.state), State::Taken) {
+            State::Decoded(d) => (true, Some(d)),
+            State::Fresh | State::Decoding => (true, None),
+            State::Taken => (false, None),
+        };
+        if let (true, Some(a)) = (first, ahead) {
+            a.taken(decoded.as_ref().map_or(0, |d| d.events.len()));
+        }
+        decoded
+    }
+
+    /// For the reader thread: whether it may decode the payload (the replay has not opened it).
+    fn claim(&self) -> bool {
+        let mut st = lock(&self.state);
+        let fresh = matches!(*st, State::Fresh);
+        if fresh {
+            *st = State::Decoding;
+        }
+        fresh
+    }
+
+    /// Stores the events the reader thread decoded; gives them back when the replay opened the
+    /// payload in the meantime.
+    fn fill(&self, d: Decoded) -> Result<(), Decoded> {
+        let mut st = lock(&self.state);
+        match *st {
+            State::Decoding => {
+                *st = State::Decoded(d);
+                Ok(())
+            }
+            _ => Err(d),
+        }
+    }
+}
+
+/// Events decoded ahead and not yet taken by the replay, at most.
+pub(crate) const AHEAD_EVENTS: usize = 1 << 20;
+
+/// Payloads the replay has in hand, not opened yet, from which the reader thread decodes the
+/// payloads it reads before passing them on (fewer: it passes them on as they are, so that the
+/// replay never waits for it).
+const IN_HAND: usize = 2;
+
+/// What the reader and the replay share: the count of events waiting, spare event buffers
+/// (a new buffer is faulted in page by page; a reused one is not), and the stop signal.
+#[derive(Default)]
+pub(crate) struct Ahead {
+    waiting: Mutex<usize>,
+    changed: Condvar,
+    spare: Mutex<Vec<PackedEvents>>,
+    stop: AtomicBool,
+    /// Payloads the replay opened for the first time.
+    opened: AtomicUsize,
+    /// Payloads passed on to it (by [`Ahead::pass`]).
+    passed: AtomicUsize,
+    columns: Mutex<ColumnDecoder>,
+}
+
+impl Ahead {
+    fn taken(&self, n: usize) {
+        self.opened.fetch_add(1, Ordering::AcqRel);
+        self.taken_back(n);
+    }
+
+    fn taken_back(&self, n: usize) {
+        if n > 0 {
+            let mut w = lock(&self.waiting);
+            *w = w.saturating_sub(n);
+            self.changed.notify_one();
+        }
+    }
+
+    /// The slot in which the reader thread passes in-memory `payload` on to the replay:
+    /// decoded now while the replay has enough in hand and not too much waits, else as it is.
+    pub fn pass(&self, payload: Vec<u8>) -> Arc<Slot> {
+        let passed = self.passed.fetch_add(1, Ordering::AcqRel);
+        let in_hand = passed.saturating_sub(self.opened.load(Ordering::Acquire));
+        if in_hand < IN_HAND || *lock(&self.waiting) >= AHEAD_EVENTS {
+            return Slot::new(payload);
+        }
+        let d = self.decode_one(&payload);
+        *lock(&self.waiting) += d.events.len();
+        Slot::with(payload, State::Decoded(d))
+    }
+
+    fn decode_one(&self, payload: &[u8]) -> Decoded {
+        let mut events = lock(&self.spare).pop().unwrap_or_default();
+        let bad = decode_whole(payload, &mut lock(&self.columns), &mut events);
+        Decoded { events, bad }
+    }
+
+    /// Gives an event buffer back for the next payload.
+    pub fn recycle(&self, mut events: PackedEvents) {
+        events.clear();
+        lock(&self.spare).push(events);
+    }
+
+    /// Makes [`Ahead::decode`] return (the replay is over).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let _held = lock(&self.waiting);
+        self.changed.notify_all();
+    }
+
+    /// Decodes the payloads of `slots` that the replay has not opened, in order, keeping at
+    /// most [`AHEAD_EVENTS`] events waiting, until all are done or [`Ahead::stop`].
+    pub fn decode(&self, slots: &[Arc<Slot>]) {
+        for slot in slots {
+            {
+                let mut w = lock(&self.waiting);
+                while *w >= AHEAD_EVENTS && !self.stop.load(Ordering::Acquire) {
+                    w = self.changed.wait(w).unwrap_or_else(|e| e.into_inner());
+                }
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            if !slot.claim() {
+                continue;
+            }
+            let d = self.decode_one(slot.payload());
+            let n = d.events.len();
+            // Counted before the replay can take them.
+            *lock(&self.waiting) += n;
+            if let Err(d) = slot.fill(d) {
+                self.taken_back(n);
+                self.recycle(d.events);
+            }
+        }
+    }
+}
+
+/// Decodes in-memory payload `d` whole into `out`; true when it is malformed part-way.
+fn decode_whole(d: &[u8], columns: &mut ColumnDecoder, out: &mut PackedEvents) -> bool {
+    match untag(d) {
+        (d, COLUMNS) => {
+            let ok = columns.start(d).is_ok();
+            while let Some(e) = columns.next_event() {
+                out.push_event(e);
+            }
+            !ok || columns.failed()
+        }
+        (d, _) => crate::rows::decode_all(d, out),
+    }
+}
+
+/// Stops an [`Ahead`] when dropped, also when the replay panics (the reader thread would
+/// otherwise wait for ever).
+pub(crate) struct StopAhead(pub Arc<Ahead>);
+
+impl Drop for StopAhead {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::tests::rows;
+    use crate::decode::{tagged, Cursor, CursorPool, ROWS};
+    use heaplens_trace::ColumnEncoder;
+
+    fn drain(mut c: Cursor) -> Vec<Event> {
+        let out = std::iter::from_fn(|| c.next()).map(|e| Event { usable: 0, ..e }).collect();
+        assert!(!c.close(&mut CursorPool::default()));
+        out
+    }
+
+    #[test]
+    fn decoded_ahead_or_not_the_events_are_the_same() {
+        let r = rows(600);
+        let mut c = Vec::new();
+        ColumnEncoder::default().encode(&r, &mut c).unwrap();
+        for payload in [tagged(r, ROWS), tagged(c, COLUMNS)] {
+            let want = drain(Cursor::open(&payload, &mut CursorPool::default()));
+            let ahead = Ahead::default();
+            let slots = [Slot::new(payload.clone()), Slot::new(payload.clone()), Slot::new(payload.clone())];
+            // The replay reaches the second slot while the reader is decoding it: it decodes
+            // the payload itself, and the reader's events are dropped.
+            assert!(slots[1].claim());
+            assert!(slots[1].open(Some(&ahead)).is_none());
+            assert!(slots[1].fill(ahead.decode_one(slots[1].payload())).is_err());
+            ahead.decode(&slots);
+            assert_eq!(*lock(&ahead.waiting), 2 * 600);
+            for s in [&slots[0], &slots[2]] {
+                let d = s.open(Some(&ahead)).expect("decoded ahead");
+                assert_eq!(drain(Cursor::packed(s.payload(), d)), want);
+            }
+            assert_eq!(*lock(&ahead.waiting), 0);
+            // Opened again (a replay from the start): decoded by the replay.
+            assert!(slots[0].open(Some(&ahead)).is_none());
+        }
+    }
+}
