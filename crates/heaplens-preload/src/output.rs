@@ -360,7 +360,7 @@ pub fn finish() {
             // SAFETY: registered states are alive while registered.
             let st = unsafe { &*(p as *const thread::ThreadState) };
             thread_name(st.tid);
-            crate::record::add_stats(&st.stats);
+            crate::record::add_stats(&st.stats());
         }
     }
     if crate::config().stats {

@@ -29,9 +29,16 @@ pub struct Stats {
     pub unwound: u64,
     /// Frames in all captured stacks.
     pub depth: u64,
+    /// Unwind-rule lookups that hit framehop's cache.
+    pub rule_hits: u64,
+    /// Lookups that found their slot empty: the first unwind through a return address.
+    pub rule_misses: u64,
+    /// Lookups whose slot held another address's rule (the DWARF CFI was parsed again).
+    pub rule_conflicts: u64,
 }
 
-static TOTAL: std::sync::Mutex<Stats> = std::sync::Mutex::new(Stats { captures: 0, unwound: 0, depth: 0 });
+static TOTAL: std::sync::Mutex<Stats> =
+    std::sync::Mutex::new(Stats { captures: 0, unwound: 0, depth: 0, rule_hits: 0, rule_misses: 0, rule_conflicts: 0 });
 
 /// Adds a thread's counters to the process total.
 pub fn add_stats(s: &Stats) {
@@ -39,6 +46,9 @@ pub fn add_stats(s: &Stats) {
         t.captures += s.captures;
         t.unwound += s.unwound;
         t.depth += s.depth;
+        t.rule_hits += s.rule_hits;
+        t.rule_misses += s.rule_misses;
+        t.rule_conflicts += s.rule_conflicts;
     }
 }
 
@@ -51,6 +61,10 @@ pub fn print_stats() {
             t.captures,
             per(t.depth),
             per(t.unwound)
+        );
+        eprintln!(
+            "heaplens: unwind rules: {} cache hits, {} first lookups, {} conflict misses",
+            t.rule_hits, t.rule_misses, t.rule_conflicts
         );
     }
 }

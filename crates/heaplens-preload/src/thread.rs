@@ -190,6 +190,17 @@ impl ThreadState {
         c
     }
 
+    /// This thread's capture counters, with its unwind-rule cache's.
+    pub fn stats(&self) -> crate::record::Stats {
+        let c = self.walker.rule_cache_stats();
+        crate::record::Stats {
+            rule_hits: c.hit_count,
+            rule_misses: c.miss_empty_slot_count,
+            rule_conflicts: c.miss_wrong_address_count + c.miss_wrong_modules_count,
+            ..self.stats
+        }
+    }
+
     /// Interns capture `c` in place, through this thread's cache of trie edges; returns the
     /// stack's trie node.
     #[inline(always)]
@@ -279,7 +290,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     LIVE.fetch_sub(1, Ordering::Relaxed);
     let state = &mut *st;
     state.flush();
-    crate::record::add_stats(&state.stats);
+    crate::record::add_stats(&state.stats());
     crate::aggregate::retire(&state.agg);
     output::thread_name(state.tid);
     let slot = tls::slot();

@@ -262,6 +262,11 @@ impl Walker {
         }
     }
 
+    /// framehop's counters of unwind-rule cache hits and misses.
+    pub fn rule_cache_stats(&self) -> framehop::CacheStats {
+        self.cache.stats()
+    }
+
     /// Forgets the recent stacks and the memo (their trie nodes are gone after fork).
     pub fn forget(&mut self) {
         self.cur.len = 0;
@@ -314,6 +319,10 @@ impl Walker {
         // Cursors into the recent stacks, from their inner ends; slots grow towards the root.
         let mut k = if self.cur.whole && self.incremental { self.cur.len } else { 0 };
         let mut a = if self.archive.whole && self.incremental { self.archive.len } else { 0 };
+        // The archive is only consulted for frames deeper than the current chain's innermost
+        // one: from there outwards the current chain is the more recent record of those
+        // depths, and skipping the archive saves searching it on most captures.
+        let cur_inner = if k > 0 { self.cur.slot[k - 1] } else { u64::MAX };
         // (matched in the archive, index of the matched frame)
         let mut matched = None;
         let cap = self.new_ret.len();
@@ -321,6 +330,9 @@ impl Walker {
             if self.cur.meets(&mut k, slot, ret) && self.cur.outer_intact(k - 1, sp, hi) {
                 matched = Some((false, k - 1));
                 break;
+            }
+            if slot >= cur_inner {
+                a = 0;
             }
             if self.archive.meets(&mut a, slot, ret) {
                 if self.archive.outer_intact(a - 1, sp, hi) {

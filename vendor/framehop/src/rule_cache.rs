@@ -2,12 +2,20 @@ use alloc::boxed::Box;
 
 use crate::unwind_rule::UnwindRule;
 
-// heaplens: 509 in upstream framehop 0.16.0. Large programs (gcc's cc1, 25 MB of code) missed
-// the direct-mapped cache on most frames; 32749 slots (a prime, 512 KiB) keep their hot return
-// addresses (8191 still left cc1 re-parsing CFI for a fifth of its unwound frames' cost).
-const CACHE_ENTRY_COUNT: usize = 32749;
+// heaplens: upstream framehop 0.16.0 has 509 direct-mapped slots. Large programs (gcc's cc1,
+// 25 MB of code) missed it on most frames. This cache has 8192 sets of four ways (32768 entries,
+// 512 KiB; a set is one cache line), indexed by a multiplicative (Fibonacci) hash of the
+// address. With one way per set, hot return addresses that shared a slot evicted each other on
+// every capture: cc1 has 4508 distinct ones, yet missed 514143 times at 32749 direct-mapped
+// slots, re-parsing DWARF CFI each time.
+const SET_BITS: u32 = 13;
+const SET_COUNT: usize = 1 << SET_BITS;
+const WAYS: usize = 4;
+const CACHE_ENTRY_COUNT: usize = SET_COUNT * WAYS;
 
 pub struct RuleCache<R: UnwindRule> {
+    /// Set `s` is `entries[WAYS * s..WAYS * (s + 1)]`, the most recently inserted first: one
+    /// cache line (the entries are 16 bytes, the array page-aligned).
     entries: Box<[Option<CacheEntry<R>>; CACHE_ENTRY_COUNT]>,
     stats: CacheStats,
 }
@@ -21,24 +29,35 @@ impl<R: UnwindRule> RuleCache<R> {
         }
     }
 
+    #[inline]
+    fn set_of(address: u64) -> u16 {
+        (address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SET_BITS)) as u16
+    }
+
     pub fn lookup(&mut self, address: u64, modules_generation: u16) -> CacheResult<R> {
-        let slot = (address % (CACHE_ENTRY_COUNT as u64)) as u16;
-        match &self.entries[slot as usize] {
-            None => {
-                self.stats.miss_empty_slot_count += 1;
-            }
-            Some(entry) => {
-                if entry.modules_generation == modules_generation {
-                    if entry.address == address {
+        let slot = Self::set_of(address);
+        let base = slot as usize * WAYS;
+        let mut empty = false;
+        let mut wrong_modules = false;
+        for way in 0..WAYS {
+            match &self.entries[base + way] {
+                None => empty = true,
+                Some(entry) if entry.address == address => {
+                    if entry.modules_generation == modules_generation {
                         self.stats.hit_count += 1;
                         return CacheResult::Hit(entry.unwind_rule);
-                    } else {
-                        self.stats.miss_wrong_address_count += 1;
                     }
-                } else {
-                    self.stats.miss_wrong_modules_count += 1;
+                    wrong_modules = true;
                 }
+                Some(_) => {}
             }
+        }
+        if wrong_modules {
+            self.stats.miss_wrong_modules_count += 1;
+        } else if empty {
+            self.stats.miss_empty_slot_count += 1;
+        } else {
+            self.stats.miss_wrong_address_count += 1;
         }
         CacheResult::Miss(CacheHandle {
             slot,
@@ -47,17 +66,26 @@ impl<R: UnwindRule> RuleCache<R> {
         })
     }
 
+    /// Inserts into the set's first way, moving the others down (hits do not reorder: up to
+    /// `WAYS` hot addresses of one set all stay).
     pub fn insert(&mut self, handle: CacheHandle, unwind_rule: R) {
         let CacheHandle {
             slot,
             address,
             modules_generation,
         } = handle;
-        self.entries[slot as usize] = Some(CacheEntry {
+        let base = slot as usize * WAYS;
+        let entry = Some(CacheEntry {
             address,
             modules_generation,
             unwind_rule,
         });
+        let set = &mut self.entries[base..base + WAYS];
+        // The new entry goes first; out goes an older entry of this address (from an earlier
+        // module set) or else the set's least recently inserted one.
+        let at = set.iter().position(|e| matches!(e, Some(e) if e.address == address)).unwrap_or(WAYS - 1);
+        set.copy_within(0..at, 1);
+        set[0] = entry;
     }
 
     /// Returns a snapshot of the cache usage statistics.
@@ -72,14 +100,15 @@ pub enum CacheResult<R: UnwindRule> {
 }
 
 pub struct CacheHandle {
+    /// The set.
     slot: u16,
     address: u64,
     modules_generation: u16,
 }
 
 const _: () = assert!(
-    CACHE_ENTRY_COUNT as u64 <= u16::MAX as u64,
-    "u16 should be sufficient to store the cache slot index"
+    SET_COUNT as u64 <= u16::MAX as u64 + 1,
+    "u16 should be sufficient to store the cache set index"
 );
 
 #[derive(Clone, Copy, Debug)]
