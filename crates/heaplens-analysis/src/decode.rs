@@ -48,7 +48,8 @@ pub(crate) fn first_ts(d: &[u8]) -> Option<u64> {
 
 /// An in-memory payload being decoded an event at a time. Column payloads are decoded as they
 /// are consumed, so their events are never materialized; row payloads (older traces, and
-/// writers that had no processor to spare) are decoded whole.
+/// writers that had no processor to spare) are decoded whole; payloads the reader thread
+/// decoded ahead are read back from their packed events.
 pub(crate) enum Cursor {
     Rows {
         events: Vec<Event>,

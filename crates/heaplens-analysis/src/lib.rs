@@ -15,6 +15,7 @@ pub mod aggregated;
 pub mod analyze;
 mod arena;
 mod chunk;
+mod cpu_share;
 mod decode;
 mod live;
 pub mod load;

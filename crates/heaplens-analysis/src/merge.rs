@@ -12,8 +12,8 @@
 //! already replayed, and [`Merger::push`] checks that assumption for every block that arrives;
 //! when it fails the caller replays again from the start ([`Merger::rewind`]).
 //!
-//! Payloads are decoded as they are replayed ([`crate::decode::Cursor`]), so no event is
-//! materialized except the head of each stream waiting in the heap.
+//! Payloads are decoded as they are replayed ([`crate::decode::Cursor`]), unless the reader
+//! thread decoded them ahead (`predecode.rs`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

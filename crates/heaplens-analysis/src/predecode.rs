@@ -17,6 +17,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use heaplens_trace::{ColumnDecoder, Event};
 
+use crate::cpu_share::Span;
 use crate::decode::{untag, COLUMNS};
 use crate::packed::PackedEvents;
 use crate::rows::Push;
@@ -88,6 +89,11 @@ impl Slot {
         decoded
     }
 
+    /// Whether nobody has opened the payload yet.
+    fn fresh(&self) -> bool {
+        matches!(*lock(&self.state), State::Fresh)
+    }
+
     /// For the reader thread: whether it may decode the payload (the replay has not opened it).
     fn claim(&self) -> bool {
         let mut st = lock(&self.state);
@@ -133,7 +139,15 @@ pub(crate) struct Ahead {
     /// Payloads passed on to it (by [`Ahead::pass`]).
     passed: AtomicUsize,
     columns: Mutex<ColumnDecoder>,
+    /// The reader thread waited for a processor while it last decoded: the machine is busy,
+    /// and decoding ahead would take the replay's time instead of overlapping it.
+    crowded: AtomicBool,
 }
+
+/// While the machine is busy, the reader thread still decodes one payload in this many (to
+/// notice when it is not any more) and otherwise sleeps this long between them.
+const PROBE_EVERY: usize = 16;
+const BUSY_NAP: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl Ahead {
     fn taken(&self, n: usize) {
@@ -154,7 +168,8 @@ impl Ahead {
     pub fn pass(&self, payload: Vec<u8>) -> Arc<Slot> {
         let passed = self.passed.fetch_add(1, Ordering::AcqRel);
         let in_hand = passed.saturating_sub(self.opened.load(Ordering::Acquire));
-        if in_hand < IN_HAND || *lock(&self.waiting) >= AHEAD_EVENTS {
+        let crowded = self.crowded.load(Ordering::Relaxed) && !passed.is_multiple_of(PROBE_EVERY);
+        if crowded || in_hand < IN_HAND || *lock(&self.waiting) >= AHEAD_EVENTS {
             return Slot::new(payload);
         }
         let d = self.decode_one(&payload);
@@ -163,8 +178,12 @@ impl Ahead {
     }
 
     fn decode_one(&self, payload: &[u8]) -> Decoded {
+        let span = Span::start();
         let mut events = lock(&self.spare).pop().unwrap_or_default();
         let bad = decode_whole(payload, &mut lock(&self.columns), &mut events);
+        if let Some(c) = span.crowded() {
+            self.crowded.store(c, Ordering::Relaxed);
+        }
         Decoded { events, bad }
     }
 
@@ -193,6 +212,9 @@ impl Ahead {
             }
             if self.stop.load(Ordering::Acquire) {
                 return;
+            }
+            if self.crowded.load(Ordering::Relaxed) && slot.fresh() {
+                std::thread::sleep(BUSY_NAP);
             }
             if !slot.claim() {
                 continue;
