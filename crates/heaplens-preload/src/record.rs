@@ -68,6 +68,7 @@ pub fn print_stats() {
         );
         // The exiting thread's processor time, program and monitor together: for single-threaded
         // programs the cost the program's own thread bore, without the writer thread's.
+        // SAFETY: `rusage` is plain integers, for which all zeros is a valid value.
         let mut u: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: fills `u`.
         if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) } == 0 {
