@@ -8,6 +8,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::*;
 use serde_json::Value;
 
@@ -16,6 +18,16 @@ const TOLERANCE: f64 = 0.10;
 
 fn sample_rate_of(v: &Value) -> u64 {
     ["summary", "trace"].iter().find_map(|k| v[k]["sample_rate"].as_u64()).expect("report states the sampling rate")
+}
+
+/// Profiles `exe args` under `heaplens run --sample-rate rate`; returns the program's standard
+/// output (its truth lines) and the JSON report of the trace.
+fn profile_sampled(dir: &WorkDir, exe: &Path, rate: &str, args: &[&str]) -> (String, Value) {
+    let trace = dir.join("sampled.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.args(["run", "--sample-rate", rate, "-o"]).arg(&trace).arg("--").arg(exe).args(args);
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --sample-rate");
+    (out.stdout, report(dir, &trace))
 }
 
 fn close(what: &str, estimate: u64, truth: u64) {
@@ -27,14 +39,10 @@ fn close(what: &str, estimate: u64, truth: u64) {
 fn sampled_widgets_estimate_the_true_totals() {
     let dir = WorkDir::new("sampled-widgets");
     let exe = compile_c(&dir, "widgets.c", &[]);
-    let trace = dir.join("sampled.hltrace");
-    let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--sample-rate", "4KiB", "-o"]).arg(&trace).arg("--").arg(&exe).arg("200000");
-    let out = run_cmd(cmd, &dir.path).ok("heaplens run --sample-rate");
-    let t = truth(&out.stdout, "widgets");
+    let (stdout, v) = profile_sampled(&dir, &exe, "4KiB", &["200000"]);
+    let t = truth(&stdout, "widgets");
     let (made, red) = (num(&t, "made"), num(&t, "red"));
 
-    let v = report(&dir, &trace);
     assert_eq!(sample_rate_of(&v), RATE);
     // Far fewer events were recorded than allocations happened.
     assert!(u(&v, "trace/events") < made / 5, "{} events for {made} widgets", u(&v, "trace/events"));
@@ -61,16 +69,12 @@ fn sampled_widgets_estimate_the_true_totals() {
 fn sampled_cxx_operators_estimate_the_true_counts() {
     let dir = WorkDir::new("sampled-cxx");
     let exe = compile(&dir, "g++", "cxx_new.cpp", "cxx_new", &["-O0", "-g"]);
-    let trace = dir.join("sampled.hltrace");
-    let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--sample-rate", "1KiB", "-o"]).arg(&trace).arg("--").arg(&exe).arg("100000");
-    let out = run_cmd(cmd, &dir.path).ok("heaplens run --sample-rate");
-    let t = truth(&out.stdout, "cxx_new");
+    let (stdout, v) = profile_sampled(&dir, &exe, "1KiB", &["100000"]);
+    let t = truth(&stdout, "cxx_new");
     let n = |k: &str| num(&t, k);
     let allocated = n("new") + n("new_array") + n("new_nothrow") + n("malloc");
     let released = n("delete") + n("delete_array") + n("free");
 
-    let v = report(&dir, &trace);
     assert_eq!(sample_rate_of(&v), 1024);
     assert!(u(&v, "trace/events") < allocated / 2, "{} events for {allocated} allocations", u(&v, "trace/events"));
     close("allocations", u(&v, "summary/allocations"), allocated);
@@ -90,15 +94,11 @@ fn sampled_cxx_operators_estimate_the_true_counts() {
 fn sampled_threads_estimate_each_threads_totals() {
     let dir = WorkDir::new("sampled-threads");
     let exe = compile_c(&dir, "threads.c", &["-pthread"]);
-    let trace = dir.join("sampled.hltrace");
-    let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--sample-rate", "4KiB", "-o"]).arg(&trace).arg("--").arg(&exe).args(["8", "100000"]);
-    let out = run_cmd(cmd, &dir.path).ok("heaplens run --sample-rate");
-    let t = truth(&out.stdout, "threads");
-    let per = truths(&out.stdout, "thread");
+    let (stdout, v) = profile_sampled(&dir, &exe, "4KiB", &["8", "100000"]);
+    let t = truth(&stdout, "threads");
+    let per = truths(&stdout, "thread");
     assert_eq!(per.len(), 8);
 
-    let v = report(&dir, &trace);
     assert_eq!(sample_rate_of(&v), RATE);
     assert!(u(&v, "summary/threads") >= 8, "summary/threads = {}", u(&v, "summary/threads"));
     close("allocations", u(&v, "summary/allocations"), num(&t, "allocations"));
@@ -120,13 +120,9 @@ fn sampled_threads_estimate_each_threads_totals() {
 fn sampled_reallocs_estimate_the_true_totals() {
     let dir = WorkDir::new("sampled-growth");
     let exe = compile_c(&dir, "growth.c", &[]);
-    let trace = dir.join("sampled.hltrace");
-    let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--sample-rate", "4KiB", "-o"]).arg(&trace).arg("--").arg(&exe).arg("100000");
-    let out = run_cmd(cmd, &dir.path).ok("heaplens run --sample-rate");
-    let t = truth(&out.stdout, "growth");
+    let (stdout, v) = profile_sampled(&dir, &exe, "4KiB", &["100000"]);
+    let t = truth(&stdout, "growth");
 
-    let v = report(&dir, &trace);
     assert_eq!(sample_rate_of(&v), RATE);
     close("reallocs", u(&v, "summary/calls_by_kind/realloc"), num(&t, "reallocs"));
     close("bytes allocated", u(&v, "summary/bytes_allocated"), num(&t, "bytes"));
