@@ -78,12 +78,13 @@ impl Slot {
     /// For the replay: the events of the payload when they were decoded ahead (`ahead` then
     /// counts them as taken); `None` when the replay is to decode the payload itself.
     pub fn open(&self, ahead: Option<&Ahead>) -> Option<Decoded> {
-        let (first, decoded) = match std::mem::replace(&mut *lock(&self.state), State::Taken) {
-            State::Decoded(d) => (true, Some(d)),
-            State::Fresh | State::Decoding => (true, None),
-            State::Taken => (false, None),
+        let decoded = match std::mem::replace(&mut *lock(&self.state), State::Taken) {
+            State::Decoded(d) => Some(d),
+            State::Fresh | State::Decoding => None,
+            // Opened before (a replay from the start): counted then.
+            State::Taken => return None,
         };
-        if let (true, Some(a)) = (first, ahead) {
+        if let Some(a) = ahead {
             a.taken(decoded.as_ref().map_or(0, |d| d.events.len()));
         }
         decoded
@@ -234,13 +235,7 @@ impl Ahead {
 /// Decodes in-memory payload `d` whole into `out`; true when it is malformed part-way.
 fn decode_whole(d: &[u8], columns: &mut ColumnDecoder, out: &mut PackedEvents) -> bool {
     match untag(d) {
-        (d, COLUMNS) => {
-            let ok = columns.start(d).is_ok();
-            while let Some(e) = columns.next_event() {
-                out.push_event(e);
-            }
-            !ok || columns.failed()
-        }
+        (d, COLUMNS) => columns.decode(d, |e| out.push(&e)).is_err(),
         (d, _) => crate::rows::decode_all(d, out),
     }
 }
