@@ -28,7 +28,7 @@ impl<const STRIDE: usize> Arena<STRIDE> {
         }
         let i = self.counts.len();
         if i.is_multiple_of(Self::PER_CHUNK) {
-            self.chunks.push(source.map_or_else(|| Chunk::new(CHUNK_CELLS), |s| s.take()));
+            self.chunks.push(source.map_or_else(Chunk::new, |s| s.take()));
         }
         self.counts.push(0);
         i as u32

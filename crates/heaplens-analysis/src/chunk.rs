@@ -25,8 +25,9 @@ const HUGE: usize = 2 << 20;
 unsafe impl Send for Chunk {}
 
 impl Chunk {
-    /// `len` zeroed cells.
-    pub fn new(len: usize) -> Self {
+    /// [`CHUNK_CELLS`] zeroed cells.
+    pub fn new() -> Self {
+        let len = CHUNK_CELLS;
         let bytes = len * std::mem::size_of::<Cell>();
         let fail = || std::alloc::handle_alloc_error(std::alloc::Layout::array::<Cell>(len).expect("small layout"));
         // Over-allocated by a huge page, to cut an aligned range out of it.
@@ -106,7 +107,7 @@ impl ChunkSource {
     pub fn take(&self) -> Chunk {
         let ready = self.ready.lock().ok().and_then(|mut r| r.pop());
         self.wake.notify_one();
-        ready.unwrap_or_else(|| Chunk::new(CHUNK_CELLS))
+        ready.unwrap_or_else(Chunk::new)
     }
 
     /// Keeps [`AHEAD`] chunks ready until [`ChunkSource::stop`].
@@ -115,7 +116,7 @@ impl ChunkSource {
         while !self.stop.load(Ordering::Acquire) {
             if ready.len() < AHEAD {
                 drop(ready);
-                let c = Chunk::new(CHUNK_CELLS);
+                let c = Chunk::new();
                 let Ok(r) = self.ready.lock() else { return };
                 ready = r;
                 ready.push(c);
