@@ -124,11 +124,39 @@ macro_rules! to_hook {
     };
 }
 
+/// Assembles a stub body from instructions (the snippets above) with the operands they use:
+/// `hot`, `armed`, `real` (the offset of [`Hot`] field `$real`) and `imp` always, `left` for
+/// stubs that count bytes down (`count`), `k` and `occupied` for stubs that test the filter
+/// (`filter`).
+macro_rules! stub_asm {
+    ($real:ident, $imp:path, count, [$($insn:expr),* $(,)?]) => {
+        crate::fastpath::stub_asm!(@ $real, $imp, [$($insn),*], left = const crate::tls::SAMPLE_LEFT_OFFSET)
+    };
+    ($real:ident, $imp:path, filter, [$($insn:expr),* $(,)?]) => {
+        crate::fastpath::stub_asm!(@ $real, $imp, [$($insn),*],
+            k = const 0x9e37_79b9_7f4a_7c15u64, occupied = sym crate::sampling::OCCUPIED)
+    };
+    ($real:ident, $imp:path, count filter, [$($insn:expr),* $(,)?]) => {
+        crate::fastpath::stub_asm!(@ $real, $imp, [$($insn),*], left = const crate::tls::SAMPLE_LEFT_OFFSET,
+            k = const 0x9e37_79b9_7f4a_7c15u64, occupied = sym crate::sampling::OCCUPIED)
+    };
+    (@ $real:ident, $imp:path, [$($insn:expr),*], $($operands:tt)*) => {
+        std::arch::naked_asm!(
+            $($insn,)*
+            hot = sym crate::fastpath::HOT,
+            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
+            real = const std::mem::offset_of!(crate::fastpath::Hot, $real),
+            imp = sym $imp,
+            $($operands)*
+        )
+    };
+}
+
 /// The body of an allocating entry stub: `$size` puts the requested bytes in rax (or jumps to
 /// `2f`), `$real` names the real function's pointer in [`HOT`], `$imp` the Rust hook.
 macro_rules! sampled_alloc_stub {
     ($size:literal, $real:ident, $imp:path) => {
-        std::arch::naked_asm!(
+        crate::fastpath::stub_asm! { $real, $imp, count, [
             crate::fastpath::armed!(),
             $size,
             crate::fastpath::count_down!("rax"),
@@ -136,12 +164,7 @@ macro_rules! sampled_alloc_stub {
             crate::fastpath::commit!(),
             "jmp rax",
             crate::fastpath::to_hook!(),
-            hot = sym crate::fastpath::HOT,
-            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
-            real = const std::mem::offset_of!(crate::fastpath::Hot, $real),
-            left = const crate::tls::SAMPLE_LEFT_OFFSET,
-            imp = sym $imp,
-        )
+        ] }
     };
 }
 
@@ -150,7 +173,7 @@ macro_rules! sampled_alloc_stub {
 /// hook takes the arguments as they came (no caller frame: deallocations record no stack).
 macro_rules! sampled_free_stub {
     ($imp:path) => {
-        std::arch::naked_asm!(
+        crate::fastpath::stub_asm! { free, $imp, filter, [
             crate::fastpath::armed!(),
             "test rdi, rdi",
             "jz 2f",
@@ -159,13 +182,7 @@ macro_rules! sampled_free_stub {
             "jmp rax",
             "2:",
             "jmp {imp}",
-            hot = sym crate::fastpath::HOT,
-            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
-            real = const std::mem::offset_of!(crate::fastpath::Hot, free),
-            k = const 0x9e37_79b9_7f4a_7c15u64,
-            occupied = sym crate::sampling::OCCUPIED,
-            imp = sym $imp,
-        )
+        ] }
     };
 }
 
@@ -175,7 +192,7 @@ macro_rules! sampled_free_stub {
 /// fails, the Rust hook takes over (it runs the real operator: new_handler, `bad_alloc`).
 macro_rules! sampled_new_stub {
     ($imp:path) => {
-        std::arch::naked_asm!(
+        crate::fastpath::stub_asm! { malloc, $imp, count, [
             ".cfi_startproc",
             crate::fastpath::armed!(),
             crate::fastpath::count_down!("rdi"),
@@ -194,12 +211,7 @@ macro_rules! sampled_new_stub {
             "ret",
             crate::fastpath::to_hook!(),
             ".cfi_endproc",
-            hot = sym crate::fastpath::HOT,
-            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
-            real = const std::mem::offset_of!(crate::fastpath::Hot, malloc),
-            left = const crate::tls::SAMPLE_LEFT_OFFSET,
-            imp = sym $imp,
-        )
+        ] }
     };
 }
 
@@ -207,7 +219,7 @@ macro_rules! sampled_new_stub {
 /// occupied) resized to a size that the count-down does not sample goes to the real `realloc`.
 macro_rules! sampled_realloc_stub {
     ($imp:path) => {
-        std::arch::naked_asm!(
+        crate::fastpath::stub_asm! { realloc, $imp, count filter, [
             crate::fastpath::armed!(),
             "test rdi, rdi",
             "jz 3f",
@@ -218,18 +230,11 @@ macro_rules! sampled_realloc_stub {
             crate::fastpath::commit!(),
             "jmp rax",
             crate::fastpath::to_hook!(),
-            hot = sym crate::fastpath::HOT,
-            armed = const std::mem::offset_of!(crate::fastpath::Hot, armed),
-            real = const std::mem::offset_of!(crate::fastpath::Hot, realloc),
-            left = const crate::tls::SAMPLE_LEFT_OFFSET,
-            k = const 0x9e37_79b9_7f4a_7c15u64,
-            occupied = sym crate::sampling::OCCUPIED,
-            imp = sym $imp,
-        )
+        ] }
     };
 }
 
 pub(crate) use {
     armed, commit, count_down, occupied_test, real_or_slow, sampled_alloc_stub, sampled_free_stub, sampled_new_stub,
-    sampled_realloc_stub, to_hook,
+    sampled_realloc_stub, stub_asm, to_hook,
 };
