@@ -50,6 +50,32 @@ const SIZE_LIMIT: u64 = 1 << 16;
 const SIDE_LIMIT: usize = 1 << 30;
 const NO_PAGE: u64 = u64::MAX;
 
+/// A page a (non-zero) directory entry points at: its index in its arena.
+#[derive(Clone, Copy)]
+enum Page {
+    Sparse(u32),
+    Dense(u32),
+}
+
+impl Page {
+    /// The page of non-zero directory entry `v`.
+    #[inline(always)]
+    fn of(v: u32) -> Self {
+        match v & DENSE {
+            0 => Page::Sparse(v - 1),
+            _ => Page::Dense((v & !DENSE) - 1),
+        }
+    }
+
+    /// Its directory entry.
+    fn entry(self) -> u32 {
+        match self {
+            Page::Sparse(i) => i + 1,
+            Page::Dense(i) => (i + 1) | DENSE,
+        }
+    }
+}
+
 #[inline(always)]
 fn tag_matches(v: Cell, addr: u64) -> bool {
     (v & 1 != 0) == (addr & TAG_BIT != 0)
@@ -172,18 +198,18 @@ impl LiveMap {
         Some(ri)
     }
 
-    /// The directory entry of `page`, if it has one.
+    /// Where the directory puts `page`, if it has it.
     #[inline(always)]
-    fn page_of(&mut self, page: u64) -> Option<u32> {
+    fn page_of(&mut self, page: u64) -> Option<Page> {
         let ri = self.region_of(page >> REGION_SHIFT)?;
         match self.regions[ri as usize][page as usize % REGION_PAGES] {
             0 => None,
-            v => Some(v),
+            v => Some(Page::of(v)),
         }
     }
 
-    /// Points the directory entry of `page` at `v`, making its region if needed.
-    fn set_entry(&mut self, page: u64, v: u32) {
+    /// Points the directory entry of `page` at `p`, making its region if needed.
+    fn set_entry(&mut self, page: u64, p: Page) {
         let region = page >> REGION_SHIFT;
         let ri = match self.region_of(region) {
             Some(ri) => ri,
@@ -195,17 +221,17 @@ impl LiveMap {
                 ri
             }
         };
-        self.regions[ri as usize][page as usize % REGION_PAGES] = v;
+        self.regions[ri as usize][page as usize % REGION_PAGES] = p.entry();
     }
 
-    /// A new sparse page for `page`; its directory entry.
+    /// A new sparse page for `page`; its index.
     #[cold]
     #[inline(never)]
     fn new_page(&mut self, page: u64) -> u32 {
-        let v = self.sparse.alloc(self.source.as_ref()) + 1;
-        self.set_entry(page, v);
+        let i = self.sparse.alloc(self.source.as_ref());
+        self.set_entry(page, Page::Sparse(i));
         self.empty_pages += 1;
-        v
+        i
     }
 
     /// Turns the full sparse page `idx` of `page` dense; its index.
@@ -220,7 +246,7 @@ impl LiveMap {
         sparse.fill(0);
         self.dense.counts[d as usize] = std::mem::take(&mut self.sparse.counts[idx as usize]);
         self.sparse.free(idx);
-        self.set_entry(page, (d + 1) | DENSE);
+        self.set_entry(page, Page::Dense(d));
         d
     }
 
@@ -231,9 +257,9 @@ impl LiveMap {
     fn sweep(&mut self) {
         for r in &mut self.regions {
             for v in r.iter_mut().filter(|v| **v != 0) {
-                let freed = match *v & DENSE {
-                    0 => self.sparse.free_if_empty(*v - 1),
-                    _ => self.dense.free_if_empty((*v & !DENSE) - 1),
+                let freed = match Page::of(*v) {
+                    Page::Sparse(i) => self.sparse.free_if_empty(i),
+                    Page::Dense(i) => self.dense.free_if_empty(i),
                 };
                 if freed {
                     *v = 0;
@@ -303,14 +329,11 @@ impl LiveMap {
             return self.insert_other(addr, size, slot);
         }
         let page = addr >> PAGE_SHIFT;
-        let v = match self.page_of(page) {
-            Some(v) => v,
+        let idx = match self.page_of(page) {
+            Some(Page::Dense(d)) => return self.insert_dense(d, addr, size, slot),
+            Some(Page::Sparse(i)) => i,
             None => self.new_page(page),
         };
-        if v & DENSE != 0 {
-            return self.insert_dense((v & !DENSE) - 1, addr, size, slot);
-        }
-        let idx = v - 1;
         let key = granule(addr) as u8 + 1;
         let n = self.sparse.counts[idx as usize] as usize;
         let p = self.sparse.page(idx);
@@ -384,36 +407,36 @@ impl LiveMap {
 
     #[inline(always)]
     fn remove_paged(&mut self, addr: u64) -> Option<(u64, u32)> {
-        let v = self.page_of(addr >> PAGE_SHIFT)?;
-        let (old, emptied) = if v & DENSE != 0 {
-            let idx = (v & !DENSE) - 1;
-            let cell = &mut self.dense.page_mut(idx)[granule(addr)];
-            let old = *cell;
-            if old == 0 || !tag_matches(old, addr) {
-                return None;
+        let (old, emptied) = match self.page_of(addr >> PAGE_SHIFT)? {
+            Page::Dense(idx) => {
+                let cell = &mut self.dense.page_mut(idx)[granule(addr)];
+                let old = *cell;
+                if old == 0 || !tag_matches(old, addr) {
+                    return None;
+                }
+                *cell = 0;
+                let c = &mut self.dense.counts[idx as usize];
+                *c -= 1;
+                (old, *c == 0)
             }
-            *cell = 0;
-            let c = &mut self.dense.counts[idx as usize];
-            *c -= 1;
-            (old, *c == 0)
-        } else {
-            let idx = v - 1;
-            let n = self.sparse.counts[idx as usize] as usize;
-            let p = self.sparse.page_mut(idx);
-            let j = find(p, granule(addr) as u8 + 1, n)?;
-            let old = p[KEYS + j];
-            if !tag_matches(old, addr) {
-                return None;
+            Page::Sparse(idx) => {
+                let n = self.sparse.counts[idx as usize] as usize;
+                let p = self.sparse.page_mut(idx);
+                let j = find(p, granule(addr) as u8 + 1, n)?;
+                let old = p[KEYS + j];
+                if !tag_matches(old, addr) {
+                    return None;
+                }
+                // The last block moves into the hole.
+                let n = n - 1;
+                let last = key(p, n);
+                set_key(p, j, last);
+                p[KEYS + j] = p[KEYS + n];
+                set_key(p, n, 0);
+                p[KEYS + n] = 0;
+                self.sparse.counts[idx as usize] = n as u32;
+                (old, n == 0)
             }
-            // The last block moves into the hole.
-            let n = n - 1;
-            let last = key(p, n);
-            set_key(p, j, last);
-            p[KEYS + j] = p[KEYS + n];
-            set_key(p, n, 0);
-            p[KEYS + n] = 0;
-            self.sparse.counts[idx as usize] = n as u32;
-            (old, n == 0)
         };
         self.len -= 1;
         if emptied {
@@ -450,11 +473,9 @@ impl LiveMap {
     /// Calls `f(size, slot)` for every live block (in no particular order).
     pub fn for_each(&self, mut f: impl FnMut(u64, u32)) {
         for &v in self.regions.iter().flat_map(|r| r.iter()).filter(|&&v| v != 0) {
-            let cells = if v & DENSE != 0 {
-                self.dense.page((v & !DENSE) - 1)
-            } else {
-                let p = self.sparse.page(v - 1);
-                &p[KEYS..KEYS + self.sparse.counts[v as usize - 1] as usize]
+            let cells = match Page::of(v) {
+                Page::Dense(i) => self.dense.page(i),
+                Page::Sparse(i) => &self.sparse.page(i)[KEYS..][..self.sparse.counts[i as usize] as usize],
             };
             for &c in cells.iter().filter(|&&c| c != 0) {
                 let (size, slot) = self.unpack(c);
