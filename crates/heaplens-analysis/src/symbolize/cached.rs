@@ -67,16 +67,15 @@ pub(crate) fn symbolize_all(rx: Receiver<SymMsg>, progress: Arc<SymProgress>) ->
                         v.insert(symbolize(sym, x, &mut arena));
                     }
                 }
-                progress.total.fetch_add(a.len() as u64, Ordering::Relaxed);
             }
         }
     }
     drop(current);
-    progress.started.store(true, Ordering::Release);
     let mut sym = ElfSymbolizer::with_cache(&records, cache);
     let mut addrs: Vec<u64> = frames.keys().copied().collect();
     addrs.sort_unstable();
     progress.total.store(addrs.len() as u64, Ordering::Relaxed);
+    progress.started.store(true, Ordering::Release);
     for &a in &addrs {
         // The module's files are opened (or their failure noted) as symbolizing it would.
         sym.warm(a);
