@@ -367,22 +367,11 @@ impl ColumnDecoder {
     /// # Errors
     /// [`Malformed`] when the header does not decode (no event will come).
     pub fn start(&mut self, payload: &[u8]) -> Result<u32, Malformed> {
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        buf.extend_from_slice(payload);
-        self.start_owned(buf, payload.len())
-    }
-
-    /// As [`ColumnDecoder::start`] for the payload in the first `len` bytes of `buf`, which the
-    /// decoder takes instead of copying; [`ColumnDecoder::take_buffer`] gives it back.
-    ///
-    /// # Errors
-    /// As [`ColumnDecoder::start`].
-    pub fn start_owned(&mut self, buf: Vec<u8>, len: usize) -> Result<u32, Malformed> {
         self.model.reset();
         (self.i, self.ts, self.stack, self.n) = (0, 0, 0, 0);
-        self.buf = buf;
-        let payload = &self.buf[..len.min(self.buf.len())];
+        self.buf.clear();
+        self.buf.extend_from_slice(payload);
+        let payload = &self.buf[..];
         let Some(Header { tid, n, sections }) = Header::parse(payload) else {
             self.failed = true;
             return Err(Malformed("event columns"));
@@ -397,12 +386,6 @@ impl ColumnDecoder {
         self.n = n.min(ops);
         self.short = self.n < n;
         Ok(tid)
-    }
-
-    /// The buffer given to [`ColumnDecoder::start_owned`]; no more events come after it.
-    pub fn take_buffer(&mut self) -> Vec<u8> {
-        self.n = 0;
-        std::mem::take(&mut self.buf)
     }
 
     /// The next event of the payload being decoded; `None` at its end or at a malformed
