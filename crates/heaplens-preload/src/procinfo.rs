@@ -19,13 +19,14 @@ pub fn choose_time_source() -> heaplens_trace::TimeSource {
     }
 }
 
-/// An event timestamp: TSC ticks or `CLOCK_MONOTONIC` nanoseconds (see
-/// [`choose_time_source`]); about a third of the cost of `clock_gettime`.
+/// An event timestamp: TSC ticks (in units of [`heaplens_trace::TSC_UNIT`] ticks) or
+/// `CLOCK_MONOTONIC` nanoseconds (see [`choose_time_source`]); about a third of the cost of
+/// `clock_gettime`.
 #[inline(always)]
 pub fn now_ticks() -> u64 {
     if TSC.load(Ordering::Relaxed) {
         // SAFETY: rdtsc has no preconditions on x86_64.
-        unsafe { std::arch::x86_64::_rdtsc() }
+        unsafe { std::arch::x86_64::_rdtsc() >> heaplens_trace::TSC_UNIT.trailing_zeros() }
     } else {
         now_ns()
     }

@@ -27,7 +27,7 @@ pub mod writer;
 
 pub use aggregate::{AggregateRecord, SizeCounters, StackCounters};
 pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};
-pub use clock::{ClockSync, TimeMap, TimeSource};
+pub use clock::{ClockSync, TimeMap, TimeSource, TSC_UNIT};
 pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{ReadError, ReadStatus, TraceReader};
