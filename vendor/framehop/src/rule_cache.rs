@@ -34,6 +34,7 @@ impl<R: UnwindRule> RuleCache<R> {
         (address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SET_BITS)) as u16
     }
 
+    #[inline(always)]
     pub fn lookup(&mut self, address: u64, modules_generation: u16) -> CacheResult<R> {
         let slot = Self::set_of(address);
         let base = slot as usize * WAYS;

@@ -312,6 +312,11 @@ impl<D: Deref<Target = [u8]>, A: Unwinding, P: AllocationPolicy> UnwinderInterna
         Some((module_index, relative_address))
     }
 
+    // heaplens: the cache hit, the common case, is inlined into the caller's unwinding loop; the
+    // miss (finding and parsing the unwind info) is a separate, cold function. Upstream has both
+    // in one function whose frame (the inlined DWARF parser's, 500 bytes and six saved
+    // registers) every frame of every capture paid for.
+    #[inline(always)]
     fn with_cache<F, G>(
         &self,
         address: FrameAddress,
@@ -333,16 +338,41 @@ impl<D: Deref<Target = [u8]>, A: Unwinding, P: AllocationPolicy> UnwinderInterna
     {
         let lookup_address = address.address_for_lookup();
         let is_first_frame = !address.is_return_address();
-        let cache_handle = match cache
+        match cache
             .rule_cache
             .lookup(lookup_address, self.modules_generation)
         {
-            CacheResult::Hit(unwind_rule) => {
-                return unwind_rule.exec(is_first_frame, regs, read_stack);
+            CacheResult::Hit(unwind_rule) => unwind_rule.exec(is_first_frame, regs, read_stack),
+            CacheResult::Miss(handle) => {
+                self.with_cache_miss(address, handle, regs, cache, read_stack, callback)
             }
-            CacheResult::Miss(handle) => handle,
-        };
+        }
+    }
 
+    #[cold]
+    #[inline(never)]
+    fn with_cache_miss<F, G>(
+        &self,
+        address: FrameAddress,
+        cache_handle: crate::rule_cache::CacheHandle,
+        regs: &mut A::UnwindRegs,
+        cache: &mut Cache<A::UnwindRule, P>,
+        read_stack: &mut F,
+        callback: G,
+    ) -> Result<Option<u64>, Error>
+    where
+        F: FnMut(u64) -> Result<u64, ()>,
+        G: FnOnce(
+            &Module<D>,
+            FrameAddress,
+            u32,
+            &mut A::UnwindRegs,
+            &mut Cache<A::UnwindRule, P>,
+            &mut F,
+        ) -> Result<UnwindResult<A::UnwindRule>, UnwinderError>,
+    {
+        let lookup_address = address.address_for_lookup();
+        let is_first_frame = !address.is_return_address();
         let unwind_rule = match self.find_module_for_address(lookup_address) {
             None => A::UnwindRule::fallback_rule(),
             Some((module_index, relative_lookup_address)) => {
@@ -370,6 +400,7 @@ impl<D: Deref<Target = [u8]>, A: Unwinding, P: AllocationPolicy> UnwinderInterna
         unwind_rule.exec(is_first_frame, regs, read_stack)
     }
 
+    #[inline(always)]
     pub fn unwind_frame<F>(
         &self,
         address: FrameAddress,

@@ -99,6 +99,8 @@ impl UnwindRule for UnwindRuleX86_64 {
         UnwindRuleX86_64::UseFramePointer
     }
 
+    // heaplens: inlined into the unwinding loop with the cache hit (see `with_cache`).
+    #[inline(always)]
     fn exec<F>(
         self,
         is_first_frame: bool,

@@ -53,6 +53,7 @@ impl<D: Deref<Target = [u8]>, P: AllocationPolicy> Unwinder for UnwinderX86_64<D
         self.0.max_known_code_address()
     }
 
+    #[inline(always)]
     fn unwind_frame<F>(
         &self,
         address: FrameAddress,
