@@ -2,6 +2,7 @@
 //! [`heaplens_trace::EventDecoder`]: the same events, and a malformed record ends the payload at
 //! the same place.
 
+use heaplens_trace::event::{addr_delta, glibc_usable, OP_BITS, USABLE_GLIBC};
 use heaplens_trace::varint::{read_var as var, squeeze, unzigzag};
 use heaplens_trace::{Event, Op, OpClass};
 
@@ -116,7 +117,8 @@ pub(crate) fn next_event<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u
 #[inline(always)]
 fn next_event_fast<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u32) -> Option<Event> {
     let win: &[u8; 24] = d.get(s.pos..s.pos + 24)?.try_into().ok()?;
-    let op = Op::from_u8(win[0])?;
+    let head = win[0];
+    let op = Op::from_u8(head & OP_BITS)?;
     let lo = u64::from_le_bytes(win[..8].try_into().expect("8 bytes"));
     let hi = u64::from_le_bytes(win[8..16].try_into().expect("8 bytes"));
     // Bit i set: byte i ends a field (its high bit is clear). Byte 0 is the op byte.
@@ -147,12 +149,15 @@ fn next_event_fast<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u32) ->
             old = field()?;
         }
         ev.size = field()?;
-        let usable = field()?;
+        ev.usable = if head & USABLE_GLIBC != 0 {
+            glibc_usable(ev.size)
+        } else {
+            ev.size.wrapping_add(unzigzag(field()?) as u64)
+        };
         ev.stack = u32::try_from(field()?).ok()?;
-        ev.usable = ev.size.wrapping_add(unzigzag(usable) as u64);
     }
     ev.ts = s.prev_ts.wrapping_add(dts);
-    ev.addr = s.prev_addr.wrapping_add(unzigzag(daddr) as u64);
+    ev.addr = s.prev_addr.wrapping_add(addr_delta(daddr, head));
     if class == OpClass::Realloc {
         ev.old_addr = ev.addr.wrapping_add(unzigzag(old) as u64);
     }
@@ -166,10 +171,11 @@ fn next_event_fast<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u32) ->
 
 #[inline(never)]
 fn next_event_slow(d: &[u8], s: &mut DecodeState, tid: u32) -> Option<Event> {
-    let op = Op::from_u8(*d.get(s.pos)?)?;
+    let head = *d.get(s.pos)?;
+    let op = Op::from_u8(head & OP_BITS)?;
     s.pos += 1;
     let ts = s.prev_ts.wrapping_add(var(d, &mut s.pos)?);
-    let addr = s.prev_addr.wrapping_add(unzigzag(var(d, &mut s.pos)?) as u64);
+    let addr = s.prev_addr.wrapping_add(addr_delta(var(d, &mut s.pos)?, head));
     s.prev_ts = ts;
     if addr != 0 {
         s.prev_addr = addr;
@@ -182,7 +188,11 @@ fn next_event_slow(d: &[u8], s: &mut DecodeState, tid: u32) -> Option<Event> {
                 ev.old_addr = addr.wrapping_add(unzigzag(var(d, &mut s.pos)?) as u64);
             }
             ev.size = var(d, &mut s.pos)?;
-            ev.usable = ev.size.wrapping_add(unzigzag(var(d, &mut s.pos)?) as u64);
+            ev.usable = if head & USABLE_GLIBC != 0 {
+                glibc_usable(ev.size)
+            } else {
+                ev.size.wrapping_add(unzigzag(var(d, &mut s.pos)?) as u64)
+            };
             ev.stack = u32::try_from(var(d, &mut s.pos)?).ok()?;
         }
     }
@@ -217,6 +227,11 @@ mod tests {
             x ^= x << 17;
             let addr = if i % 17 == 0 { 0 } else { 0x5555_0000_0000 + (x % (1 << 30)) * 16 };
             match i % 3 {
+                0 if i % 2 == 0 => {
+                    let size = x % 5000;
+                    let usable = heaplens_trace::event::glibc_usable(size);
+                    enc.alloc(&mut buf, &mut pos, Op::Malloc, i * 7, addr | (x >> 63), size, usable, (x >> 40) as u32)
+                }
                 0 => enc.alloc(&mut buf, &mut pos, Op::Malloc, i * 7, addr, x % 5000, x % 5000 + 8, (x >> 40) as u32),
                 1 => enc.realloc(&mut buf, &mut pos, Op::Realloc, i * 7, addr ^ 0x40, addr, x >> 3, x >> 3, 3),
                 _ => enc.dealloc(&mut buf, &mut pos, Op::Free, i * 7 + (x >> 60), addr),

@@ -17,6 +17,7 @@
 //! Commands of one thread must be replayed in the order they were made, so buffers are
 //! converted under the trie's lock in queue order (a thread's buffers enter the queue in order).
 
+use heaplens_trace::event::{OP_BITS, USABLE_GLIBC};
 use heaplens_trace::record::Malformed;
 use heaplens_trace::varint::{put, put_at, read_var};
 use heaplens_trace::{Op, OpClass};
@@ -126,13 +127,15 @@ impl Mirrors {
             Ok(())
         };
         while pos < raw.len() {
-            let op = Op::from_u8(raw[pos]).ok_or(bad)?;
-            out.push(raw[pos]);
+            let head = raw[pos];
+            let op = Op::from_u8(head & OP_BITS).ok_or(bad)?;
+            out.push(head);
             pos += 1;
-            // dts daddr, then: size usable | old size usable | nothing.
+            // dts daddr, then: size [usable] | old size [usable] | nothing.
+            let slack = usize::from(head & USABLE_GLIBC == 0);
             let fields = match op.class() {
-                OpClass::Alloc => 4,
-                OpClass::Realloc => 5,
+                OpClass::Alloc => 3 + slack,
+                OpClass::Realloc => 4 + slack,
                 OpClass::Dealloc => 2,
             };
             copy(&mut pos, out, fields)?;

@@ -2,8 +2,9 @@
 
 /// The first 8 bytes of every trace.
 pub const MAGIC: &[u8; 8] = b"HLTRACE\0";
-/// The format version this crate writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this crate writes and reads. Version 2 flags glibc's usable sizes and
+/// 16-aligned address deltas in event rows ([`crate::event`]).
+pub const VERSION: u32 = 2;
 /// Bytes in the file header: magic, version, flags.
 pub const FILE_HEADER_LEN: usize = 16;
 /// Bytes in a block header: kind, codec, reserved, stored length, raw length, crc32.
