@@ -51,7 +51,7 @@ impl TraceReader<BufReader<File>> {
     ///
     /// # Errors
     /// [`ReadError::Io`] when the file cannot be read, [`ReadError::NotATrace`] when it is not a
-    /// heaplens trace, [`ReadError::UnsupportedVersion`] for a newer format.
+    /// heaplens trace, [`ReadError::UnsupportedVersion`] for another format version.
     pub fn open(path: &Path) -> Result<Self, ReadError> {
         Self::new(BufReader::with_capacity(1 << 20, File::open(path)?))
     }
@@ -185,6 +185,18 @@ mod tests {
             let bytes = std::mem::take(w.get_mut());
             let mut r = TraceReader::new(&bytes[..]).unwrap();
             assert_eq!(r.next_block().unwrap(), Some((BlockKind::Stacks, payload.clone())), "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn refuses_other_versions_by_number() {
+        let mut bytes = sample();
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        match TraceReader::new(&bytes[..]) {
+            Err(e @ ReadError::UnsupportedVersion(1)) => {
+                assert_eq!(e.to_string(), "unsupported trace version 1 (this heaplens reads version 2)")
+            }
+            other => panic!("version 1 read as {:?}", other.map(|_| ())),
         }
     }
 
