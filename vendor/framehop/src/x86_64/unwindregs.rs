@@ -30,6 +30,8 @@ pub enum Reg {
 }
 
 impl UnwindRegsX86_64 {
+    // heaplens: inlined, as its accessors are (called once per capture).
+    #[inline(always)]
     pub fn new(ip: u64, sp: u64, bp: u64) -> Self {
         let mut r = Self {
             ip,
