@@ -44,11 +44,20 @@ impl<W: Write> BlockWriter<W> {
     /// Any I/O error from the underlying writer; payloads over 4 GiB are rejected as
     /// `InvalidInput`.
     pub fn write_block(&mut self, kind: BlockKind, payload: &[u8]) -> io::Result<()> {
+        self.write_block_as(kind, payload, self.codec)
+    }
+
+    /// Writes one block of `kind` holding `payload`, compressed with `codec` (payloads under
+    /// the writer's threshold are stored raw whatever the codec).
+    ///
+    /// # Errors
+    /// As [`BlockWriter::write_block`].
+    pub fn write_block_as(&mut self, kind: BlockKind, payload: &[u8], codec: Codec) -> io::Result<()> {
         let raw_len = u32::try_from(payload.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "block over 4 GiB"))?;
         self.scratch.clear();
         self.scratch.extend_from_slice(&[0u8; crate::BLOCK_HEADER_LEN]);
-        let codec = if payload.len() < self.compress_from { Codec::Raw } else { self.codec };
+        let codec = if payload.len() < self.compress_from { Codec::Raw } else { codec };
         match codec {
             Codec::Raw => self.scratch.extend_from_slice(payload),
             Codec::Lz4 => {
