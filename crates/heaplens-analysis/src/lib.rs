@@ -17,6 +17,7 @@ mod arena;
 mod chunk;
 mod cpu_share;
 mod decode;
+mod heads;
 mod live;
 pub mod load;
 mod merge;

@@ -2,10 +2,10 @@
 //!
 //! The order is that of a k-way merge on `(timestamp, stream)`, a stream's index being the
 //! order in which its thread's first block appears in the file: at every step the smallest
-//! head goes next, and each stream keeps its own order. Instead of one heap operation per
-//! event, the merger replays a *run* of events from one stream for as long as they stay below
-//! the smallest head of the others, so a single thread, or threads whose blocks do not
-//! overlap in time, cost one comparison per event.
+//! head goes next (the heads are kept in `heads.rs`), and each stream keeps its own order.
+//! Instead of one queue operation per event, the merger replays a *run* of events from one
+//! stream for as long as they stay below the smallest head of the others, so a single thread,
+//! or threads whose blocks do not overlap in time, cost one comparison per event.
 //!
 //! The merger can also start before the whole trace is read ([`Merger::run`] with a horizon):
 //! it then assumes that a stream with no more events in memory has none older than what was
@@ -15,13 +15,12 @@
 //! Payloads are decoded as they are replayed ([`crate::decode::Cursor`]), unless the reader
 //! thread decoded them ahead (`predecode.rs`).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use heaplens_trace::Event;
 
 use crate::decode::{Cursor, CursorPool};
+use crate::heads::Heads;
 use crate::predecode::{Ahead, Slot};
 use crate::replay::{Counter, Counts, State};
 
@@ -107,14 +106,14 @@ impl<'a> Stream<'a> {
 pub(crate) struct Merger<'a> {
     streams: Vec<Stream<'a>>,
     /// `(head timestamp, stream)` of every stream with a head.
-    heap: BinaryHeap<Reverse<(u64, u32)>>,
+    heap: Heads,
     malformed: u64,
     pool: CursorPool,
 }
 
 impl<'a> Merger<'a> {
     fn empty() -> Self {
-        Merger { streams: Vec::new(), heap: BinaryHeap::new(), malformed: 0, pool: CursorPool::default() }
+        Merger { streams: Vec::new(), heap: Heads::default(), malformed: 0, pool: CursorPool::default() }
     }
 
     /// A merger over fully loaded threads (payloads in file order per thread, threads in order
@@ -150,7 +149,7 @@ impl<'a> Merger<'a> {
         }
         let Some(e) = s.next(&mut self.pool, &mut self.malformed) else { return true };
         s.head = Some(e);
-        self.heap.push(Reverse((e.ts, i)));
+        self.heap.push((e.ts, i));
         !replayed || (e.ts, i) >= max_key
     }
 
@@ -163,7 +162,7 @@ impl<'a> Merger<'a> {
             s.blk = 0;
             s.head = s.next(&mut self.pool, &mut self.malformed);
             if let Some(e) = &s.head {
-                self.heap.push(Reverse((e.ts, i as u32)));
+                self.heap.push((e.ts, i as u32));
             }
         }
     }
@@ -178,13 +177,13 @@ impl<'a> Merger<'a> {
     }
 
     fn run_counting<C: Counter>(&mut self, st: &mut Counts<C>, horizon: u64) {
-        while let Some(&Reverse((ts, i))) = self.heap.peek() {
+        while let Some((ts, i)) = self.heap.peek() {
             if ts > horizon {
                 return;
             }
             self.heap.pop();
             let limit = match self.heap.peek() {
-                Some(&Reverse(k)) => k.min((horizon, u32::MAX)),
+                Some(k) => k.min((horizon, u32::MAX)),
                 None => (horizon, u32::MAX),
             };
             let s = &mut self.streams[i as usize];
@@ -197,7 +196,7 @@ impl<'a> Merger<'a> {
                 while let Some(e) = cur.next() {
                     if (e.ts, i) >= limit {
                         s.head = Some(e);
-                        self.heap.push(Reverse((e.ts, i)));
+                        self.heap.push((e.ts, i));
                         break 'payloads;
                     }
                     st.event(&e, &mut last);
@@ -234,12 +233,12 @@ impl Iterator for MergedEvents<'_> {
     type Item = Event;
 
     fn next(&mut self) -> Option<Event> {
-        let Reverse((_, i)) = self.m.heap.pop()?;
+        let (_, i) = self.m.heap.pop()?;
         let s = &mut self.m.streams[i as usize];
         let mut out = s.head.take()?;
         s.head = s.next(&mut self.m.pool, &mut self.m.malformed);
         if let Some(e) = &s.head {
-            self.m.heap.push(Reverse((e.ts, i)));
+            self.m.heap.push((e.ts, i));
         }
         out.ts = self.clock.to_ns(out.ts);
         Some(out)
