@@ -313,9 +313,38 @@ fn cxx_new_and_delete_by_kind() {
 
 #[test]
 fn threads_each_with_own_size() {
-    let dir = WorkDir::new("threads");
+    threads_exact("threads", "5000");
+}
+
+/// Eight threads allocating long enough to keep every processor of a small machine busy: the
+/// monitor then writes rows, LZ4-compressed by the threads themselves (`output.rs`,
+/// `SATURATED_CODEC`), and the report must count them as exactly.
+#[test]
+fn threads_saturating_the_machine() {
+    let trace = threads_exact("threads_busy", "100000");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores <= 4 {
+        let lz4_rows = blocks(&trace).filter(|&(kind, codec)| (kind, codec) == (4, 1)).count();
+        assert!(lz4_rows > 0, "no LZ4 event rows with 8 busy threads on {cores} processors");
+    }
+}
+
+/// (kind, codec) of every block of a trace.
+fn blocks(b: &[u8]) -> impl Iterator<Item = (u8, u8)> + '_ {
+    let mut off = 16;
+    std::iter::from_fn(move || {
+        let h = b.get(off..off + 16)?;
+        off += 16 + u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
+        Some((h[0], h[1]))
+    })
+}
+
+/// Profiles `threads 8 PER_THREAD` and checks every per-thread count and byte total against
+/// the program's truth; returns the trace's bytes.
+fn threads_exact(name: &str, per_thread: &str) -> Vec<u8> {
+    let dir = WorkDir::new(name);
     let exe = compile_c(&dir, "threads.c", &["-pthread"]);
-    let (out, v) = profile(&dir, &exe, &["8", "5000"], "threads");
+    let (out, v) = profile(&dir, &exe, &["8", per_thread], "threads");
     let t = truth(&out.stdout, "threads");
     let per = truths(&out.stdout, "thread");
     assert_eq!(per.len() as u64, num(&t, "threads"));
@@ -339,6 +368,7 @@ fn threads_each_with_own_size() {
     assert_eq!(u(w[0], "bytes"), num(&t, "bytes"), "worker direct bytes");
     assert_eq!(u(w[0], "calls"), num(&t, "allocations"), "worker direct calls");
     assert_eq!(u(w[0], "kept_bytes"), num(&t, "kept_bytes"), "worker kept bytes");
+    std::fs::read(dir.join("threads.hltrace")).unwrap()
 }
 
 #[test]
