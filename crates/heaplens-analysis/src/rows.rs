@@ -229,7 +229,7 @@ mod tests {
             match i % 3 {
                 0 if i % 2 == 0 => {
                     let size = x % 5000;
-                    let usable = heaplens_trace::event::glibc_usable(size);
+                    let usable = glibc_usable(size);
                     enc.alloc(&mut buf, &mut pos, Op::Malloc, i * 7, addr | (x >> 63), size, usable, (x >> 40) as u32)
                 }
                 0 => enc.alloc(&mut buf, &mut pos, Op::Malloc, i * 7, addr, x % 5000, x % 5000 + 8, (x >> 40) as u32),

@@ -50,10 +50,10 @@ pub fn set_columns(force: Option<bool>) {
     COLUMNS.store(force.map_or(0, |c| if c { 2 } else { 1 }), Ordering::Relaxed);
 }
 
-/// Whether to write columns now, with `busy` threads recording lately.
-fn columns_now(busy: usize) -> bool {
+/// Whether to write columns now, given whether the writer has a processor to itself.
+fn columns_now(spare: bool) -> bool {
     match COLUMNS.load(Ordering::Relaxed) {
-        0 => thread::spare_processor(busy),
+        0 => spare,
         mode => mode == 2,
     }
 }
@@ -61,8 +61,8 @@ fn columns_now(busy: usize) -> bool {
 /// How rows are compressed while the program's threads keep every processor busy. The
 /// compression then takes the program's own processor time (the threads write out the backlog
 /// themselves, see [`HIGH_WATER`]), and Zstandard on rows was a fifth of it on the 8-thread C++
-/// churn; LZ4 made that program 4.5% faster (10 interleaved rounds), for a trace half again as
-/// large (33.7 to 50.7 MB, 4.7 bytes per allocation).
+/// churn; LZ4 made that program 7.2% faster (10 interleaved rounds), for a trace half again as
+/// large (33.7 to 49.5 MB, 4.6 bytes per allocation).
 const SATURATED_CODEC: Codec = Codec::Lz4;
 
 /// Most bytes of one thread's rows that make one EventColumns block.
@@ -333,10 +333,11 @@ pub fn write_pending() {
         s.column_buf.clear();
         // Columns cost the writer about as much as compressing: only worth it on a processor
         // the program's threads are not using. Rows that do not decode stay rows.
-        if columns_now(busy) && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
+        let spare = thread::spare_processor(busy);
+        if columns_now(spare) && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
             result = result.and_then(|()| s.writer.write_block(BlockKind::EventColumns, &s.column_buf));
         } else {
-            let codec = if thread::spare_processor(busy) { Codec::Zstd } else { SATURATED_CODEC };
+            let codec = if spare { Codec::Zstd } else { SATURATED_CODEC };
             for p in &parts {
                 result = result.and_then(|()| s.writer.write_block_as(BlockKind::Events, p, codec));
             }

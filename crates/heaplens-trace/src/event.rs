@@ -228,21 +228,22 @@ impl EventEncoder {
         }
     }
 
-    /// The size, then the slack unless the head says glibc's.
-    #[inline(always)]
-    fn sizes(buf: &mut [u8], pos: &mut usize, size: u64, usable: u64) {
-        put_at(buf, pos, size);
-        if usable != glibc_usable(size) {
-            put_at(buf, pos, zigzag(usable.wrapping_sub(size) as i64));
-        }
-    }
-
+    /// [`USABLE_GLIBC`] when `usable` is glibc's for `size`, else 0.
     #[inline(always)]
     fn usable_flag(size: u64, usable: u64) -> u8 {
         if usable == glibc_usable(size) {
             USABLE_GLIBC
         } else {
             0
+        }
+    }
+
+    /// The size, then the slack unless `flag` (from [`Self::usable_flag`]) says glibc's.
+    #[inline(always)]
+    fn sizes(buf: &mut [u8], pos: &mut usize, size: u64, usable: u64, flag: u8) {
+        put_at(buf, pos, size);
+        if flag == 0 {
+            put_at(buf, pos, zigzag(usable.wrapping_sub(size) as i64));
         }
     }
 
@@ -278,8 +279,9 @@ impl EventEncoder {
         size: u64,
         usable: u64,
     ) {
-        self.head(buf, pos, op, Self::usable_flag(size, usable), ts, addr);
-        Self::sizes(buf, pos, size, usable);
+        let flag = Self::usable_flag(size, usable);
+        self.head(buf, pos, op, flag, ts, addr);
+        Self::sizes(buf, pos, size, usable, flag);
     }
 
     /// Encodes a reallocation; `buf` needs [`MAX_EVENT_LEN`] bytes free at `*pos`.
@@ -316,9 +318,10 @@ impl EventEncoder {
         size: u64,
         usable: u64,
     ) {
-        self.head(buf, pos, op, Self::usable_flag(size, usable), ts, addr);
+        let flag = Self::usable_flag(size, usable);
+        self.head(buf, pos, op, flag, ts, addr);
         put_at(buf, pos, zigzag(old.wrapping_sub(addr) as i64));
-        Self::sizes(buf, pos, size, usable);
+        Self::sizes(buf, pos, size, usable, flag);
     }
 
     /// Encodes a decoded event again, whatever its shape; `buf` needs [`MAX_EVENT_LEN`] bytes

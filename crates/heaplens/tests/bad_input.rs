@@ -64,27 +64,11 @@ fn widgets_trace(name: &str, n: &str) -> (WorkDir, Vec<u8>, Value) {
     (dir, bytes, full)
 }
 
-/// (offset, kind, total length) of each block after the 16-byte file header.
-fn blocks(b: &[u8]) -> Vec<(usize, u8, usize)> {
-    assert_eq!(&b[..8], b"HLTRACE\0", "trace magic");
-    let mut out = Vec::new();
-    let mut off = 16;
-    while off + 16 <= b.len() {
-        let stored = u32::from_le_bytes(b[off + 4..off + 8].try_into().unwrap()) as usize;
-        if off + 16 + stored > b.len() {
-            break;
-        }
-        out.push((off, b[off], 16 + stored));
-        off += 16 + stored;
-    }
-    out
-}
-
 #[test]
 fn truncated_trace_still_reports() {
     let (dir, bytes, full) = widgets_trace("truncated", "200000");
     let bl = blocks(&bytes);
-    assert!(bl.iter().filter(|b| matches!(b.1, 4 | 10)).count() >= 2, "expected several event blocks: {bl:?}");
+    assert!(bl.iter().filter(|b| matches!(b.kind, 4 | 10)).count() >= 2, "expected several event blocks: {bl:?}");
     let half = dir.join("half.hltrace");
     std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
     let v = report(&dir, &half);
@@ -104,10 +88,10 @@ fn truncated_trace_still_reports() {
 fn corrupt_block_is_skipped() {
     let (dir, mut bytes, full) = widgets_trace("corrupt", "200000");
     let bl = blocks(&bytes);
-    let events: Vec<_> = bl.iter().filter(|b| matches!(b.1, 4 | 10)).collect();
+    let events: Vec<_> = bl.iter().filter(|b| matches!(b.kind, 4 | 10)).collect();
     assert!(events.len() >= 3, "expected several event blocks: {bl:?}");
     // Flip a byte in the payload of a middle events block: its checksum no longer matches.
-    let (off, _, len) = *events[events.len() / 2];
+    let BlockAt { offset: off, len, .. } = *events[events.len() / 2];
     bytes[off + 16 + (len - 16) / 2] ^= 0x55;
     let bad = dir.join("bad.hltrace");
     std::fs::write(&bad, &bytes).unwrap();

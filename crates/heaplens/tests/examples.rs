@@ -324,19 +324,9 @@ fn threads_saturating_the_machine() {
     let trace = threads_exact("threads_busy", "100000");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores <= 4 {
-        let lz4_rows = blocks(&trace).filter(|&(kind, codec)| (kind, codec) == (4, 1)).count();
+        let lz4_rows = blocks(&trace).iter().filter(|b| (b.kind, b.codec) == (4, 1)).count();
         assert!(lz4_rows > 0, "no LZ4 event rows with 8 busy threads on {cores} processors");
     }
-}
-
-/// (kind, codec) of every block of a trace.
-fn blocks(b: &[u8]) -> impl Iterator<Item = (u8, u8)> + '_ {
-    let mut off = 16;
-    std::iter::from_fn(move || {
-        let h = b.get(off..off + 16)?;
-        off += 16 + u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
-        Some((h[0], h[1]))
-    })
 }
 
 /// Profiles `threads 8 PER_THREAD` and checks every per-thread count and byte total against

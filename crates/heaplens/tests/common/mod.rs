@@ -475,3 +475,33 @@ pub fn assert_consistent(v: &Value) {
         "calls_by_kind adds up to {calls}, fewer than {allocs} allocations + {failed} failed"
     );
 }
+
+/// One complete block of a trace file, as its header states it.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockAt {
+    /// Offset of its header in the file.
+    pub offset: usize,
+    pub kind: u8,
+    pub codec: u8,
+    /// Header and stored bytes.
+    pub len: usize,
+}
+
+/// Every complete block after the 16-byte file header (a cut last block is left out).
+pub fn blocks(b: &[u8]) -> Vec<BlockAt> {
+    use heaplens_trace::block::BlockHeader;
+    use heaplens_trace::{BLOCK_HEADER_LEN, FILE_HEADER_LEN};
+    assert_eq!(&b[..8], heaplens_trace::MAGIC, "trace magic");
+    let mut out = Vec::new();
+    let mut offset = FILE_HEADER_LEN;
+    while let Some(h) = b.get(offset..offset + BLOCK_HEADER_LEN) {
+        let h = BlockHeader::from_bytes(h.try_into().unwrap());
+        let len = BLOCK_HEADER_LEN + h.stored_len as usize;
+        if offset + len > b.len() {
+            break;
+        }
+        out.push(BlockAt { offset, kind: h.kind, codec: h.codec, len });
+        offset += len;
+    }
+    out
+}
