@@ -30,6 +30,6 @@ pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERS
 pub use clock::{ClockSync, TimeMap, TimeSource, TSC_UNIT};
 pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
-pub use reader::{ReadError, ReadStatus, TraceReader};
+pub use reader::{ReadError, ReadStatus, TraceReader, PAYLOAD_SPARE};
 pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};
 pub use writer::BlockWriter;
