@@ -14,7 +14,8 @@
 //! `HEAPLENS_OUTPUT` (trace path; `%p` becomes the pid), `HEAPLENS_MAX_FRAMES` (stack depth
 //! cap, default 1024), `HEAPLENS_FOLLOW_CHILDREN=1` (keep `LD_PRELOAD` for exec'd programs),
 //! `HEAPLENS_FULL_UNWIND=1` (unwind every stack to the root, for checking the incremental walk),
-//! `HEAPLENS_STATS=1` (print capture counters at exit), `HEAPLENS_SAMPLE_RATE=BYTES` (sample
+//! `HEAPLENS_CHECK_UNWIND=1` (unwind every stack both ways in the same run and count the
+//! differences), `HEAPLENS_STATS=1` (print capture counters at exit), `HEAPLENS_SAMPLE_RATE=BYTES` (sample
 //! allocations, see [`sampling`]), `HEAPLENS_AGGREGATE=1` (keep counters instead of events, see
 //! [`aggregate`]), `HEAPLENS_INTERN=thread|writer` (who interns stacks, see [`resolve`]; by
 //! default the writer while it has a processor to itself), `HEAPLENS_COLUMNS=0|1` (whether the
@@ -63,6 +64,10 @@ pub struct Config {
     pub full_unwind: bool,
     /// Print capture counters at exit (`HEAPLENS_STATS=1`).
     pub stats: bool,
+    /// Unwind every stack a second time, whole, and count the captures whose stacks differ
+    /// (`HEAPLENS_CHECK_UNWIND=1`, printed with the stats; for testing the incremental walk
+    /// on programs whose allocations vary from run to run).
+    pub check_unwind: bool,
 }
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -75,6 +80,7 @@ pub fn config() -> &'static Config {
         follow_children: false,
         full_unwind: false,
         stats: false,
+        check_unwind: false,
     })
 }
 
@@ -128,6 +134,7 @@ fn start() {
     let follow_children = std::env::var_os("HEAPLENS_FOLLOW_CHILDREN").is_some_and(|v| v == "1");
     let full_unwind = std::env::var_os("HEAPLENS_FULL_UNWIND").is_some_and(|v| v == "1");
     let stats = std::env::var_os("HEAPLENS_STATS").is_some_and(|v| v == "1");
+    let check_unwind = std::env::var_os("HEAPLENS_CHECK_UNWIND").is_some_and(|v| v == "1");
     if std::env::var_os("HEAPLENS_AGGREGATE").is_some_and(|v| v == "1") {
         aggregate::enable();
     }
@@ -136,7 +143,8 @@ fn start() {
     if !aggregate::enabled() {
         sampling::set_rate(std::env::var("HEAPLENS_SAMPLE_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
     }
-    let _ = CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind, stats });
+    let _ =
+        CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind, stats, check_unwind });
     if !follow_children {
         forget_preload();
     }
@@ -201,9 +209,14 @@ fn forget_preload() {
             std::env::set_var("LD_PRELOAD", rest.join(":"));
         }
     }
-    for k in
-        ["HEAPLENS_OUTPUT", "HEAPLENS_MAX_FRAMES", "HEAPLENS_FOLLOW_CHILDREN", "HEAPLENS_FULL_UNWIND", "HEAPLENS_STATS"]
-    {
+    for k in [
+        "HEAPLENS_OUTPUT",
+        "HEAPLENS_MAX_FRAMES",
+        "HEAPLENS_FOLLOW_CHILDREN",
+        "HEAPLENS_FULL_UNWIND",
+        "HEAPLENS_STATS",
+        "HEAPLENS_CHECK_UNWIND",
+    ] {
         std::env::remove_var(k);
     }
 }

@@ -35,10 +35,22 @@ pub struct Stats {
     pub rule_misses: u64,
     /// Lookups whose slot held another address's rule (the DWARF CFI was parsed again).
     pub rule_conflicts: u64,
+    /// With `HEAPLENS_CHECK_UNWIND=1`: captures also unwound whole by a second walker...
+    pub checked: u64,
+    /// ...and of those, the ones whose two stacks differed (the incremental walk was wrong).
+    pub check_failures: u64,
 }
 
-static TOTAL: std::sync::Mutex<Stats> =
-    std::sync::Mutex::new(Stats { captures: 0, unwound: 0, depth: 0, rule_hits: 0, rule_misses: 0, rule_conflicts: 0 });
+static TOTAL: std::sync::Mutex<Stats> = std::sync::Mutex::new(Stats {
+    captures: 0,
+    unwound: 0,
+    depth: 0,
+    rule_hits: 0,
+    rule_misses: 0,
+    rule_conflicts: 0,
+    checked: 0,
+    check_failures: 0,
+});
 
 /// Adds a thread's counters to the process total.
 pub fn add_stats(s: &Stats) {
@@ -49,6 +61,8 @@ pub fn add_stats(s: &Stats) {
         t.rule_hits += s.rule_hits;
         t.rule_misses += s.rule_misses;
         t.rule_conflicts += s.rule_conflicts;
+        t.checked += s.checked;
+        t.check_failures += s.check_failures;
     }
 }
 
@@ -66,6 +80,9 @@ pub fn print_stats() {
             "heaplens: unwind rules: {} cache hits, {} first lookups, {} conflict misses",
             t.rule_hits, t.rule_misses, t.rule_conflicts
         );
+        if crate::config().check_unwind {
+            eprintln!("heaplens: unwind check: {} stacks also unwound whole, {} differed", t.checked, t.check_failures);
+        }
         // The exiting thread's processor time, program and monitor together: for single-threaded
         // programs the cost the program's own thread bore, without the writer thread's.
         // SAFETY: `rusage` is plain integers, for which all zeros is a valid value.

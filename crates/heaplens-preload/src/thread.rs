@@ -36,6 +36,9 @@ pub struct ThreadState {
     pub nodes: NodeCache,
     /// The stack walker, which remembers the previous stack.
     pub walker: unwind::Walker,
+    /// With `HEAPLENS_CHECK_UNWIND=1`, a second walker that unwinds every stack whole, to
+    /// check the incremental walk on the very same calls (see [`ThreadState::capture`]).
+    check: Option<Box<unwind::Walker>>,
     /// Capture counters.
     pub stats: crate::record::Stats,
     /// Counters of the aggregated mode (unused otherwise).
@@ -98,6 +101,11 @@ impl ThreadState {
                 w.incremental = !crate::config().full_unwind;
                 w
             },
+            check: crate::config().check_unwind.then(|| {
+                let mut w = Box::new(unwind::Walker::new(max_frames));
+                w.incremental = false;
+                w
+            }),
             stack,
             stats: Default::default(),
             agg: Default::default(),
@@ -187,6 +195,17 @@ impl ThreadState {
         self.stats.captures += 1;
         self.stats.unwound += c.unwound as u64;
         self.stats.depth += c.depth as u64;
+        if let Some(full) = &mut self.check {
+            let f = full.capture(&self.stack, caller);
+            // A walk that stopped in code of a module loaded since is compared on its next
+            // capture, once both walkers know the module.
+            if !c.unknown_code && !f.unknown_code {
+                self.stats.checked += 1;
+                if full.stack() != self.walker.stack() {
+                    self.stats.check_failures += 1;
+                }
+            }
+        }
         c
     }
 

@@ -389,6 +389,11 @@ impl Walker {
         Capture { keep, from_archive, saved_archive, depth: self.cur.len, unwound: n, unknown_code }
     }
 
+    /// The stack the last capture recorded, outermost frame first (return addresses).
+    pub fn stack(&self) -> &[u64] {
+        &self.cur.ret[..self.cur.len]
+    }
+
     /// The frames a capture added below its kept prefix, outermost first: what a
     /// [`crate::resolve`] command carries for the writer to intern.
     #[inline(always)]
