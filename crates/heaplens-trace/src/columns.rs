@@ -334,6 +334,9 @@ pub struct ColumnDecoder {
     failed: bool,
 }
 
+/// Bytes of zeros the decoder keeps after a payload's copy (see `ColumnDecoder::var`).
+const PAD: usize = 8;
+
 /// Section indices.
 const OPS: usize = 0;
 const DTS: usize = 1;
@@ -371,7 +374,9 @@ impl ColumnDecoder {
         (self.i, self.ts, self.stack, self.n) = (0, 0, 0, 0);
         self.buf.clear();
         self.buf.extend_from_slice(payload);
-        let payload = &self.buf[..];
+        // Zeros past the end, so that `var` may read a word at any position inside a section.
+        self.buf.extend_from_slice(&[0; PAD]);
+        let payload = &self.buf[..self.buf.len() - PAD];
         let Some(Header { tid, n, sections }) = Header::parse(payload) else {
             self.failed = true;
             return Err(Malformed("event columns"));
@@ -409,10 +414,29 @@ impl ColumnDecoder {
         self.failed || (self.short && self.i >= self.n)
     }
 
-    /// The next number of section `k`.
+    /// The next number of section `k`. Numbers of one or two bytes, nearly all of them, are
+    /// read from one unaligned word (the buffer's padding makes that word readable anywhere in a
+    /// section), checked against the section's end once.
     #[inline(always)]
     fn var(&mut self, k: usize) -> Option<u64> {
-        read_var(&self.buf[..self.end[k]], &mut self.at[k])
+        let (at, end) = (self.at[k], self.end[k]);
+        if at >= end {
+            return None;
+        }
+        debug_assert!(end + PAD <= self.buf.len());
+        // SAFETY: `at < end`, and every section ends at least PAD bytes before the buffer does
+        // (`start` pads it), so the 8 bytes from `at` are inside the buffer.
+        let w = u64::from_le(unsafe { std::ptr::read_unaligned(self.buf.as_ptr().add(at).cast::<u64>()) });
+        let (b0, b1) = (w as u8, (w >> 8) as u8);
+        if b0 < 0x80 {
+            self.at[k] = at + 1;
+            return Some(u64::from(b0));
+        }
+        if b1 < 0x80 && at + 2 <= end {
+            self.at[k] = at + 2;
+            return Some(u64::from(b0 & 0x7f) | u64::from(b1) << 7);
+        }
+        read_var(&self.buf[..end], &mut self.at[k])
     }
 
     #[inline(always)]
@@ -631,6 +655,37 @@ mod tests {
             let mut row = Vec::new();
             let _ = dec.to_rows(&bad, &mut row);
         }
+    }
+
+    /// One malloc of 200 bytes (a two-byte number) whose sizes section holds `sizes_len` bytes
+    /// of it, the rest counted in the slacks section that follows.
+    fn one_malloc(sizes_len: usize) -> Vec<u8> {
+        let (size, slack, stack) = ([0xc8u8, 0x01], 8u8, 2u8);
+        let mut sections: Vec<Vec<u8>> = vec![vec![Op::Malloc as u8], vec![5], vec![RECENT as u8 + 2]];
+        sections.push(size[..sizes_len].to_vec());
+        sections.push([&size[sizes_len..], &[slack][..]].concat());
+        sections.push(vec![stack]);
+        let mut out = Vec::new();
+        put(&mut out, 7);
+        put(&mut out, 1);
+        for sec in &sections {
+            put(&mut out, sec.len() as u64);
+        }
+        sections.iter().for_each(|sec| out.extend_from_slice(sec));
+        out
+    }
+
+    #[test]
+    fn a_number_never_runs_past_its_section() {
+        let mut dec = ColumnDecoder::default();
+        let mut got = Vec::new();
+        dec.decode(&one_malloc(2), |e| got.push(e)).unwrap();
+        assert_eq!((got.len(), got[0].size, got[0].usable, got[0].stack), (1, 200, 204, 1));
+        // The same bytes with the size's second byte in the next section: malformed, although
+        // the word the decoder reads holds the whole number.
+        got.clear();
+        assert!(dec.decode(&one_malloc(1), |e| got.push(e)).is_err());
+        assert!(got.is_empty());
     }
 
     #[test]
