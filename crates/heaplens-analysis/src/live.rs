@@ -116,15 +116,33 @@ fn matches(keys: &[Cell], key: u8) -> u64 {
     (0..SPARSE).filter(|&j| self::key(keys, j) == key).fold(0, |m, j| m | 1 << j)
 }
 
+/// Granule byte `j` of a sparse page: byte `j` of its first [`KEYS`] cells, as [`matches`]
+/// reads them.
 #[inline(always)]
 fn key(page: &[Cell], j: usize) -> u8 {
-    (page[j / 4] >> (8 * (j % 4))) as u8
+    key_bytes(page)[j]
 }
 
 #[inline(always)]
 fn set_key(page: &mut [Cell], j: usize, key: u8) {
-    let shift = 8 * (j % 4);
-    page[j / 4] = (page[j / 4] & !(0xff << shift)) | Cell::from(key) << shift;
+    key_bytes_mut(page)[j] = key;
+}
+
+/// The first [`KEYS`] cells of a sparse page as bytes: granule byte `j` is byte `j`, where
+/// [`matches`] compares it (a byte store instead of masking it into its cell).
+#[inline(always)]
+fn key_bytes(page: &[Cell]) -> &[u8; SPARSE] {
+    let keys: &[Cell; KEYS] = page[..KEYS].try_into().expect("a sparse page starts with its keys");
+    // SAFETY: KEYS cells of 4 bytes are SPARSE bytes, any bit pattern is a valid u8, and u8 has
+    // no alignment requirement.
+    unsafe { &*(keys as *const [Cell; KEYS]).cast::<[u8; SPARSE]>() }
+}
+
+#[inline(always)]
+fn key_bytes_mut(page: &mut [Cell]) -> &mut [u8; SPARSE] {
+    let keys: &mut [Cell; KEYS] = (&mut page[..KEYS]).try_into().expect("a sparse page starts with its keys");
+    // SAFETY: as in `key_bytes`, and the borrow is unique.
+    unsafe { &mut *(keys as *mut [Cell; KEYS]).cast::<[u8; SPARSE]>() }
 }
 
 /// Pages per region of the directory (2 MiB of address space).
@@ -137,7 +155,7 @@ pub(crate) struct LiveMap {
     dir: HashMap<u64, u32, Fx>,
     /// Per region, per page: its directory entry. Neighbouring pages are neighbours here too,
     /// so walking the heap does not miss the cache in the directory.
-    regions: Vec<Box<[u32]>>,
+    regions: Vec<Box<[u32; REGION_PAGES]>>,
     dense: Arena<SLOTS>,
     sparse: Arena<{ KEYS + SPARSE }>,
     /// Where chunks come from when another thread makes them.
@@ -151,7 +169,7 @@ pub(crate) struct LiveMap {
     other: HashMap<u64, (u64, u32), Fx>,
     len: u64,
     /// Direct-mapped cache of the directory: (region, index) by region number.
-    cache: Box<[(u64, u32)]>,
+    cache: Box<[(u64, u32); CACHE]>,
 }
 
 /// Entries of the directory cache.
@@ -170,7 +188,7 @@ impl Default for LiveMap {
             empty_pages: 0,
             other: HashMap::default(),
             len: 0,
-            cache: vec![(NO_PAGE, 0); CACHE].into_boxed_slice(),
+            cache: Box::new([(NO_PAGE, 0); CACHE]),
         }
     }
 }
@@ -214,7 +232,7 @@ impl LiveMap {
         let ri = match self.region_of(region) {
             Some(ri) => ri,
             None => {
-                self.regions.push(vec![0u32; REGION_PAGES].into_boxed_slice());
+                self.regions.push(Box::new([0u32; REGION_PAGES]));
                 let ri = (self.regions.len() - 1) as u32;
                 self.dir.insert(region, ri);
                 self.cache[region as usize % CACHE] = (region, ri);
