@@ -155,7 +155,7 @@ pub(crate) struct LiveMap {
     dir: HashMap<u64, u32, Fx>,
     /// Per region, per page: its directory entry. Neighbouring pages are neighbours here too,
     /// so walking the heap does not miss the cache in the directory.
-    regions: Vec<Box<[u32; REGION_PAGES]>>,
+    regions: Vec<[u32; REGION_PAGES]>,
     dense: Arena<SLOTS>,
     sparse: Arena<{ KEYS + SPARSE }>,
     /// Where chunks come from when another thread makes them.
@@ -232,7 +232,7 @@ impl LiveMap {
         let ri = match self.region_of(region) {
             Some(ri) => ri,
             None => {
-                self.regions.push(Box::new([0u32; REGION_PAGES]));
+                self.regions.push([0u32; REGION_PAGES]);
                 let ri = (self.regions.len() - 1) as u32;
                 self.dir.insert(region, ri);
                 self.cache[region as usize % CACHE] = (region, ri);
