@@ -191,10 +191,15 @@ impl<'a> Merger<'a> {
             let mut last = st.begin_run(i, e.ts);
             st.event(&e, &mut last);
             let (mut n, mut last_ts, mut max_ts) = (1u64, e.ts, e.ts);
+            // `(ts, i) >= limit` with this run's `i` fixed: `ts >= stop`, unless no timestamp
+            // reaches the limit (the limit is `u64::MAX` and a later stream's).
+            let stop = if i >= limit.1 { Some(limit.0) } else { limit.0.checked_add(1) };
+            let (stop, endless) = (stop.unwrap_or(u64::MAX), stop.is_none());
             // The rest of the run, payload by payload, in a tight loop.
             'payloads: while let Some(cur) = s.cursor(&mut self.pool) {
                 while let Some(e) = cur.next() {
-                    if (e.ts, i) >= limit {
+                    if e.ts >= stop && !endless {
+                        debug_assert!((e.ts, i) >= limit);
                         s.head = Some(e);
                         self.heap.push((e.ts, i));
                         break 'payloads;

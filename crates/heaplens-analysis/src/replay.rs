@@ -33,11 +33,24 @@ fn bin_of(size: u64) -> usize {
     size.min(BIN_MAX_EXACT + 1) as usize
 }
 
-/// [`size_class`] without branches (sizes come in any order).
+/// [`size_class`] by table, without branches (sizes come in any order): three instructions
+/// where three comparisons took nine.
 #[inline(always)]
 fn class_of(size: u64) -> usize {
-    usize::from(size > 32) + usize::from(size > 256) + usize::from(size > 2048)
+    usize::from(CLASS_OF[size.min(CLASSED) as usize])
 }
+
+/// Sizes up to this have a [`CLASS_OF`] entry of their own; larger ones share the last.
+const CLASSED: u64 = 2049;
+const CLASS_OF: [u8; CLASSED as usize + 1] = {
+    let mut t = [0u8; CLASSED as usize + 1];
+    let mut size = 0;
+    while size <= CLASSED as usize {
+        t[size] = (size > 32) as u8 + (size > 256) as u8 + (size > 2048) as u8;
+        size += 1;
+    }
+    t
+};
 
 /// Counters of one allocation stack (trie node). Byte counts are requested sizes. All counts
 /// are weighted (see the module documentation): exact integers for unsampled traces.
