@@ -53,15 +53,25 @@ impl<const STRIDE: usize> Arena<STRIDE> {
         self.counts.len() - self.spare.len()
     }
 
+    /// Page `i`, which [`Arena::alloc`] handed out. (Its chunk and place in it are computed in
+    /// 32 bits, and checked once: this runs twice per replayed event.)
     #[inline(always)]
     pub fn page(&self, i: u32) -> &[Cell] {
-        let i = i as usize;
-        &self.chunks[i / Self::PER_CHUNK][(i % Self::PER_CHUNK) * STRIDE..][..STRIDE]
+        let (chunk, at) = Self::place(i);
+        &self.chunks[chunk][at..at + STRIDE]
     }
 
     #[inline(always)]
     pub fn page_mut(&mut self, i: u32) -> &mut [Cell] {
-        let i = i as usize;
-        &mut self.chunks[i / Self::PER_CHUNK][(i % Self::PER_CHUNK) * STRIDE..][..STRIDE]
+        let (chunk, at) = Self::place(i);
+        &mut self.chunks[chunk][at..at + STRIDE]
+    }
+
+    /// The chunk of page `i` and the cell its page starts at.
+    #[inline(always)]
+    fn place(i: u32) -> (usize, usize) {
+        const { assert!(CHUNK_CELLS / STRIDE <= u32::MAX as usize) };
+        let per = Self::PER_CHUNK as u32;
+        ((i / per) as usize, (i % per) as usize * STRIDE)
     }
 }
