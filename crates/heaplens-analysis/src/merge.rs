@@ -192,7 +192,8 @@ impl<'a> Merger<'a> {
             st.event(&e, &mut last);
             let (mut n, mut last_ts, mut max_ts) = (1u64, e.ts, e.ts);
             // `(ts, i) >= limit` with this run's `i` fixed: `ts >= stop`, unless no timestamp
-            // reaches the limit (the limit is `u64::MAX` and a later stream's).
+            // reaches the limit (the limit is `u64::MAX` and a later stream's). Two plain values,
+            // as testing an `Option` per event cost 0.5% more instructions.
             let stop = if i >= limit.1 { Some(limit.0) } else { limit.0.checked_add(1) };
             let (stop, endless) = (stop.unwrap_or(u64::MAX), stop.is_none());
             // The rest of the run, payload by payload, in a tight loop.

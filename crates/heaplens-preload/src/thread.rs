@@ -195,18 +195,27 @@ impl ThreadState {
         self.stats.captures += 1;
         self.stats.unwound += c.unwound as u64;
         self.stats.depth += c.depth as u64;
-        if let Some(full) = &mut self.check {
-            let f = full.capture(&self.stack, caller);
-            // A walk that stopped in code of a module loaded since is compared on its next
-            // capture, once both walkers know the module.
-            if !c.unknown_code && !f.unknown_code {
-                self.stats.checked += 1;
-                if full.stack() != self.walker.stack() {
-                    self.stats.check_failures += 1;
-                }
-            }
+        if self.check.is_some() {
+            self.check_capture(caller, &c);
         }
         c
+    }
+
+    /// `HEAPLENS_CHECK_UNWIND=1`: unwinds the same call whole with the second walker and counts
+    /// whether the incremental capture `c` recorded the same stack. Out of the hot path.
+    #[cold]
+    #[inline(never)]
+    fn check_capture(&mut self, caller: &unwind::Caller, c: &unwind::Capture) {
+        let Some(full) = &mut self.check else { return };
+        let f = full.capture(&self.stack, caller);
+        // A walk that stopped in code of a module loaded since is compared on its next capture,
+        // once both walkers know the module.
+        if !c.unknown_code && !f.unknown_code {
+            self.stats.checked += 1;
+            if full.stack() != self.walker.stack() {
+                self.stats.check_failures += 1;
+            }
+        }
     }
 
     /// This thread's capture counters, with its unwind-rule cache's.

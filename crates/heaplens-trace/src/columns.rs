@@ -420,7 +420,9 @@ impl ColumnDecoder {
 
     /// The next number of section `k`. Numbers of one or two bytes, nearly all of them, are
     /// read from one unaligned word (the buffer's padding makes that word readable anywhere in a
-    /// section), checked against the section's end once.
+    /// section), checked against the section's end once; longer ones go to [`read_var`], whose
+    /// first two cases these are. (Calling a shared word decoder for every length instead cost
+    /// 2.3% more of the sqlite3 report's instructions.)
     #[inline(always)]
     fn var(&mut self, k: usize) -> Option<u64> {
         let (at, end) = (self.at[k], self.end[k]);
