@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
@@ -21,6 +21,7 @@ use crate::paths::resolve;
 use crate::predecode::{Ahead, Slot, StopAhead};
 use crate::progress::{Progress, Timing};
 use crate::replay::{Replay, State};
+use crate::split::Split;
 use crate::symbolize::cached::{symbolize_all, CachedSymbolizer, SymMsg, SymProgress};
 use crate::symbolize::Symbolizer;
 use crate::tables::{bins, callgraph, direct, leaks, summary, Inputs};
@@ -81,6 +82,8 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let bar = Progress::bytes(opts.progress, size, "reading trace");
     let sym_progress = Arc::new(SymProgress::default());
+    // Set by the reader thread once every block is sent on to the replay.
+    let file_read = Arc::new(AtomicBool::new(false));
     let (trace, replay, results) = std::thread::scope(|scope| {
         let (ev_tx, ev_rx) = mpsc::channel();
         let (sym_tx, sym_rx) = mpsc::channel();
@@ -98,6 +101,7 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             .expect("cannot start a thread");
         let stop_chunks = StopGuard(chunks.clone());
         let ahead = Arc::new(Ahead::default());
+        let read = file_read.clone();
         let stop_ahead = StopAhead(ahead.clone());
         let a = ahead.clone();
         let loader = std::thread::Builder::new()
@@ -105,6 +109,7 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             .spawn_scoped(scope, move || {
                 let mut sink = PipeSink { ev_tx, sym_tx: Some(sym_tx), slots: Vec::new(), ahead: &a };
                 let t = Trace::load_into(path, Some(bar), &mut sink);
+                read.store(true, Ordering::Release);
                 // The symbols can be finished now.
                 sink.sym_tx = None;
                 tm("file read");
@@ -112,15 +117,20 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
                 a.decode(&sink.slots);
             })
             .expect("cannot start a thread");
-        let (streamed, trace) = stream_replay(ev_rx, chunks.clone(), ahead);
+        let (streamed, trace) = stream_replay(ev_rx, file_read.clone(), chunks.clone(), ahead);
+        let mut split = None;
         let replayed = trace.map(|t| {
             let r = match &t.aggregate {
                 Some(a) => crate::aggregated::replay(a, &t.clock),
-                None => streamed.finish(&t),
+                None => {
+                    let (r, s) = streamed.finish(&t);
+                    split = Some(s);
+                    r
+                }
             };
             (t, r)
         });
-        tm("replay done");
+        tm(&format!("replay done (rest of the replay split in two: {split:?})"));
         drop(stop_ahead);
         drop(stop_chunks);
         filler.join().expect("the chunk thread panicked");
@@ -219,7 +229,7 @@ struct Streamed {
 
 impl Streamed {
     /// Finishes the replay once the whole trace is read.
-    fn finish(mut self, t: &Trace) -> Replay {
+    fn finish(mut self, t: &Trace) -> (Replay, Split) {
         let rate = t.sample_rate();
         let mut st = match self.state.take() {
             Some(st) if self.in_order && st.sample_rate() == rate => st,
@@ -228,9 +238,19 @@ impl Streamed {
                 State::with_chunks(rate, &self.chunks)
             }
         };
-        self.merger.run(&mut st, u64::MAX);
+        self.merger.interrupt_on(None);
+        let split = st.replay_rest(&mut self.merger, Some(&self.chunks));
+        match split {
+            Split::Joined => {}
+            Split::Declined => self.merger.run(&mut st, u64::MAX),
+            Split::Failed => {
+                st = State::with_chunks(rate, &self.chunks);
+                self.merger.rewind();
+                self.merger.run(&mut st, u64::MAX);
+            }
+        }
         st.add_malformed(self.merger.malformed());
-        st.finish(&t.clock)
+        (st.finish(&t.clock), split)
     }
 
     /// A block broke the order: replay again from the start, or give up streaming.
@@ -248,10 +268,12 @@ impl Streamed {
 
 fn stream_replay(
     rx: Receiver<Msg>,
+    read: Arc<AtomicBool>,
     chunks: Arc<ChunkSource>,
     ahead: Arc<Ahead>,
 ) -> (Streamed, Result<Trace, LoadError>) {
     let mut s = Streamed { merger: Merger::streaming(ahead), state: None, in_order: true, restarted: false, chunks };
+    s.merger.interrupt_on(Some(read.clone()));
     let mut done = None;
     let mut index: HashMap<u32, u32> = HashMap::new();
     let mut source = TimeSource::MonotonicNs;
@@ -260,7 +282,8 @@ fn stream_replay(
     let mut newest = 0u64;
     while done.is_none() {
         let Ok(msg) = rx.recv() else { break };
-        for msg in std::iter::once(msg).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+        let mut next = Some(msg);
+        while let Some(msg) = next.take() {
             match msg {
                 Msg::Done(t) => done = Some(*t),
                 Msg::Process(rate, src, p) => {
@@ -292,8 +315,15 @@ fn stream_replay(
                     }
                 }
             }
+            // Once the whole file is read, take every payload in before replaying further, so
+            // that the rest of the replay can be split in two (`split.rs`).
+            next = match () {
+                _ if done.is_some() => None,
+                _ if read.load(Ordering::Acquire) => rx.recv().ok(),
+                _ => rx.try_recv().ok(),
+            };
         }
-        if !s.in_order {
+        if !s.in_order || done.is_some() {
             continue;
         }
         let Some(st) = s.state.as_mut() else { continue };

@@ -29,6 +29,7 @@ pub mod progress;
 pub mod render_text;
 pub mod replay;
 mod rows;
+mod split;
 pub mod symbolize;
 pub mod tables;
 

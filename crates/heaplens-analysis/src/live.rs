@@ -504,6 +504,32 @@ impl LiveMap {
             f(size, slot);
         }
     }
+
+    /// Calls `f(address)` for every live block (in no particular order).
+    pub fn for_each_addr(&self, mut f: impl FnMut(u64)) {
+        let place = |c: Cell, granule: usize| (granule as u64) << GRANULE_SHIFT | u64::from(c & 1) << 4;
+        for (&region, &ri) in &self.dir {
+            for (j, &v) in self.regions[ri as usize].iter().enumerate().filter(|(_, &v)| v != 0) {
+                let base = (region << REGION_SHIFT | j as u64) << PAGE_SHIFT;
+                match Page::of(v) {
+                    Page::Dense(i) => {
+                        for (g, &c) in self.dense.page(i).iter().enumerate().filter(|(_, &c)| c != 0) {
+                            f(base | place(c, g));
+                        }
+                    }
+                    Page::Sparse(i) => {
+                        let p = self.sparse.page(i);
+                        for k in 0..self.sparse.counts[i as usize] as usize {
+                            f(base | place(p[KEYS + k], usize::from(key(p, k)) - 1));
+                        }
+                    }
+                }
+            }
+        }
+        for &addr in self.other.keys() {
+            f(addr);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -543,6 +569,12 @@ mod tests {
         all.sort_unstable();
         want.sort_unstable();
         assert_eq!(all, want);
+        let mut addrs = Vec::new();
+        m.for_each_addr(|a| addrs.push(a));
+        let mut want: Vec<_> = r.keys().copied().collect();
+        addrs.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(addrs, want);
         let pages = (m.sparse.in_use(), m.dense.in_use());
         // Empty it: the sweep must not lose anything.
         for a in r.keys() {

@@ -14,6 +14,7 @@ pub use crate::merge::MergedEvents;
 use crate::merge::Merger;
 use crate::progress::Progress;
 use crate::replay::{Replay, State};
+use crate::split::Split;
 
 /// Why a trace could not be loaded at all. Damage after the file header is not an error: it is
 /// recorded in [`Health`] and the trace is analysed as far as it reads.
@@ -324,7 +325,15 @@ impl Trace {
     pub fn replay(&self) -> Replay {
         let mut st = State::new(self.sample_rate());
         let mut m = Merger::borrowed(&self.threads);
-        m.run(&mut st, u64::MAX);
+        match st.replay_rest(&mut m, None) {
+            Split::Joined => {}
+            Split::Declined => m.run(&mut st, u64::MAX),
+            Split::Failed => {
+                st = State::new(self.sample_rate());
+                m.rewind();
+                m.run(&mut st, u64::MAX);
+            }
+        }
         st.add_malformed(m.malformed());
         st.finish(&self.clock)
     }

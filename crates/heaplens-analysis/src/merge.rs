@@ -15,6 +15,7 @@
 //! Payloads are decoded as they are replayed ([`crate::decode::Cursor`]), unless the reader
 //! thread decoded them ahead (`predecode.rs`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use heaplens_trace::Event;
@@ -50,11 +51,14 @@ pub(crate) struct Stream<'a> {
     cur: Option<Cursor>,
     /// The next event, decoded but not replayed (it is in the heap).
     head: Option<Event>,
+    /// The index of `blocks[0]` among all the stream's payloads (a tail merger leaves out those
+    /// before its cut).
+    first: usize,
 }
 
 impl<'a> Stream<'a> {
     fn new(blocks: Blocks<'a>) -> Self {
-        Stream { blocks, blk: 0, cur: None, head: None }
+        Stream { blocks, blk: 0, cur: None, head: None, first: 0 }
     }
 
     /// The current payload's cursor, opening it if needed; `None` when every payload in memory
@@ -109,11 +113,13 @@ pub(crate) struct Merger<'a> {
     heap: Heads,
     malformed: u64,
     pool: CursorPool,
+    /// Set from another thread to make [`Merger::run`] return early.
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl<'a> Merger<'a> {
     fn empty() -> Self {
-        Merger { streams: Vec::new(), heap: Heads::default(), malformed: 0, pool: CursorPool::default() }
+        Merger { streams: Vec::new(), heap: Heads::default(), malformed: 0, pool: CursorPool::default(), interrupt: None }
     }
 
     /// A merger over fully loaded threads (payloads in file order per thread, threads in order
@@ -168,7 +174,7 @@ impl<'a> Merger<'a> {
     }
 
     /// Replays, in merge order, every event in memory with a timestamp up to `horizon`
-    /// (`u64::MAX`: all of them).
+    /// (`u64::MAX`: all of them), or fewer if interrupted (see [`Merger::interrupt_on`]).
     pub fn run(&mut self, st: &mut State, horizon: u64) {
         match st {
             State::Exact(c) => self.run_counting(c, horizon),
@@ -176,7 +182,7 @@ impl<'a> Merger<'a> {
         }
     }
 
-    fn run_counting<C: Counter>(&mut self, st: &mut Counts<C>, horizon: u64) {
+    pub(crate) fn run_counting<C: Counter, const TAIL: bool>(&mut self, st: &mut Counts<C, TAIL>, horizon: u64) {
         while let Some((ts, i)) = self.heap.peek() {
             if ts > horizon {
                 return;
@@ -211,14 +217,91 @@ impl<'a> Merger<'a> {
                     max_ts = max_ts.max(e.ts);
                 }
                 s.close(&mut self.pool, &mut self.malformed);
+                if self.interrupt.as_deref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+                    // Stop here, with this stream's next event back in the heap.
+                    if let Some(e) = s.next(&mut self.pool, &mut self.malformed) {
+                        s.head = Some(e);
+                        self.heap.push((e.ts, i));
+                    }
+                    st.end_run(i, last, n, last_ts, max_ts);
+                    return;
+                }
             }
             st.end_run(i, last, n, last_ts, max_ts);
         }
     }
 
+    /// Makes [`Merger::run`] return early, at the end of a payload, once `flag` is set
+    /// (`None`: never).
+    pub fn interrupt_on(&mut self, flag: Option<Arc<AtomicBool>>) {
+        self.interrupt = flag;
+    }
+
     /// Malformed payloads met so far.
     pub fn malformed(&self) -> u64 {
         self.malformed
+    }
+
+    /// The timestamps of the first events of every payload in memory, per stream (`None` for a
+    /// payload without one), with the payloads' sizes in bytes.
+    pub fn payload_starts(&self) -> impl Iterator<Item = Vec<(Option<u64>, usize)>> + '_ {
+        self.streams.iter().map(|s| {
+            let start = |d: &[u8]| (crate::decode::first_ts(d), d.len());
+            match &s.blocks {
+                Blocks::Borrowed(b) => b.iter().map(|d| start(d)).collect(),
+                Blocks::Shared(b) => b.iter().map(|d| start(d.payload())).collect(),
+            }
+        })
+    }
+
+    /// A merger over the events of every stream from its first at or after timestamp `cut` on
+    /// (sharing the payloads), for replaying the tail of the trace while this merger replays
+    /// up to the cut; `None` when a stream's payloads do not start in time order, so that
+    /// where the cut falls in it is not known from their first events.
+    pub fn tail(&self, cut: u64) -> Option<Merger<'a>> {
+        let mut m = Merger::empty();
+        m.pool.ahead = self.pool.ahead.clone();
+        for (s, starts) in self.streams.iter().zip(self.payload_starts()) {
+            // The tail starts in the last payload that starts before the cut.
+            let (mut from, mut prev) = (0, 0);
+            for (j, (ts, _)) in starts.iter().enumerate() {
+                let Some(ts) = *ts else { continue };
+                if ts < prev {
+                    return None;
+                }
+                prev = ts;
+                if ts < cut {
+                    from = j;
+                }
+            }
+            let blocks = match &s.blocks {
+                Blocks::Borrowed(b) => Blocks::Borrowed(&b[from.min(b.len())..]),
+                Blocks::Shared(b) => Blocks::Shared(b[from.min(b.len())..].to_vec()),
+            };
+            m.streams.push(Stream { first: from, ..Stream::new(blocks) });
+        }
+        for (i, s) in m.streams.iter_mut().enumerate() {
+            while let Some(e) = s.next(&mut m.pool, &mut m.malformed) {
+                if e.ts >= cut {
+                    s.head = Some(e);
+                    m.heap.push((e.ts, i as u32));
+                    break;
+                }
+            }
+        }
+        Some(m)
+    }
+
+    /// Stops the reader thread's decoding ahead (see [`crate::predecode`]).
+    pub fn stop_decoding_ahead(&self) {
+        if let Some(a) = &self.pool.ahead {
+            a.stop();
+        }
+    }
+
+    /// Where every stream stands: its next event and the index of the payload it is in.
+    pub fn heads(&self) -> Vec<Option<(usize, Event)>> {
+        self.streams.iter().map(|s| s.head.map(|e| (s.first + s.blk, e))).collect()
     }
 }
 

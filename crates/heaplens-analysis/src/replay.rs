@@ -19,6 +19,11 @@ use heaplens_trace::{Event, Op, OpClass, TimeMap};
 
 use crate::chunk::ChunkSource;
 use crate::live::LiveMap;
+use crate::merge::Merger;
+use crate::split::Split;
+
+mod tail;
+pub(crate) use tail::TailLog;
 
 /// Number of exact-size bins (0..=1024) plus one for larger sizes, as in mprof.
 pub const BIN_COUNT: usize = 1026;
@@ -288,8 +293,11 @@ struct StackAcc<C> {
 /// indices (streams); their thread ids do not matter here. Only what cannot be derived later
 /// is counted per event: totals come from the per-stack and per-bin counters, and what is live
 /// at the end from allocations minus releases.
-pub(crate) struct Counts<C> {
+pub(crate) struct Counts<C, const TAIL: bool = false> {
     w: Weights,
+    /// What a tail replay (one that starts part-way through the trace, see `tail.rs`) notes
+    /// for joining it to the replay before it; empty otherwise.
+    tail: TailLog,
     live: LiveMap,
     /// Trie node id -> index into `stacks` (u32::MAX = none yet).
     slot_of: Vec<u32>,
@@ -325,11 +333,12 @@ pub(crate) struct Counts<C> {
     max_key: (u64, u32),
 }
 
-impl<C: Counter> Counts<C> {
-    fn new(w: Weights) -> Self {
+impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
+    pub(crate) fn new(w: Weights) -> Self {
         let n_ops = Op::ALL.iter().map(|&o| o as usize).max().unwrap_or(0) + 1;
         Self {
             w,
+            tail: TailLog::default(),
             live: LiveMap::default(),
             slot_of: Vec::new(),
             stacks: Vec::new(),
@@ -358,6 +367,16 @@ impl<C: Counter> Counts<C> {
             peak_ts: 0,
             max_key: (0, 0),
         }
+    }
+
+    /// Takes the live map's memory from `source`.
+    pub(crate) fn use_chunks(&mut self, source: Arc<ChunkSource>) {
+        self.live.use_chunks(source);
+    }
+
+    /// The largest (timestamp, stream) replayed so far.
+    pub(crate) fn max_key(&self) -> (u64, u32) {
+        self.max_key
     }
 
     #[inline(always)]
@@ -398,6 +417,9 @@ impl<C: Counter> Counts<C> {
         if let Some(old) = self.live.insert(e.addr, e.size, slot) {
             self.overwritten(old);
         }
+        if TAIL {
+            self.tail.touched.insert(e.addr);
+        }
         let bytes = C::size(e.size) * w;
         let s = &mut self.stacks[slot as usize];
         s.allocs += w;
@@ -432,6 +454,11 @@ impl<C: Counter> Counts<C> {
     fn free(&mut self, last: u64, addr: u64) -> Option<C> {
         let (size, slot) = self.live.remove(addr)?;
         let w = self.weight(size);
+        if TAIL && last >> 63 != 0 {
+            // The thread's first event in a tail replay: temporary if its last event before
+            // allocated this address, which only the join can tell.
+            self.tail.first_release(last, addr, slot);
+        }
         self.release(size, slot, w, last == addr);
         Some(w)
     }
@@ -462,7 +489,14 @@ impl<C: Counter> Counts<C> {
         if !self.seen.get(t).copied().unwrap_or(false) {
             if t >= self.seen.len() {
                 self.seen.resize(t + 1, false);
+                let from = self.last_alloc.len();
                 self.last_alloc.resize(t + 1, 0);
+                if TAIL {
+                    // The thread's last event is before the tail: unknown here (see `tail.rs`).
+                    for (j, l) in self.last_alloc.iter_mut().enumerate().skip(from) {
+                        *l = tail::unknown_last(j as u32);
+                    }
+                }
             }
             self.seen[t] = true;
             self.threads += 1;
@@ -510,7 +544,7 @@ impl<C: Counter> Counts<C> {
                     match self.free(*last, e.addr) {
                         Some(w) => w,
                         None => {
-                            self.unmatched_frees += 1;
+                            self.unmatched(e.addr, *last);
                             C::one()
                         }
                     }
@@ -519,6 +553,17 @@ impl<C: Counter> Counts<C> {
             }
         }
         *last = allocated;
+    }
+
+    /// A release of `addr`, which is not live, by a thread whose last event allocated `last`:
+    /// unmatched, or in a tail replay possibly a block allocated before it started.
+    #[inline(always)]
+    fn unmatched(&mut self, addr: u64, last: u64) {
+        if TAIL {
+            self.pending(addr, last);
+        } else {
+            self.unmatched_frees += 1;
+        }
     }
 
     #[inline(never)]
@@ -530,7 +575,7 @@ impl<C: Counter> Counts<C> {
             let w = if C::SAMPLED && e.addr == 0 { C::zero() } else { self.weight(e.size) };
             self.calls_by_op[e.op as usize] += w;
             if e.old_addr != 0 && self.free(last, e.old_addr).is_none() {
-                self.unmatched_frees += 1;
+                self.unmatched(e.old_addr, last);
             }
             if e.addr != 0 {
                 self.alloc(e, w);
@@ -637,10 +682,19 @@ impl State {
     pub fn with_chunks(sample_rate: u64, source: &Arc<ChunkSource>) -> Self {
         let mut st = Self::new(sample_rate);
         match &mut st {
-            State::Exact(c) => c.live.use_chunks(source.clone()),
-            State::Sampled(c, _) => c.live.use_chunks(source.clone()),
+            State::Exact(c) => c.use_chunks(source.clone()),
+            State::Sampled(c, _) => c.use_chunks(source.clone()),
         }
         st
+    }
+
+    /// Replays every event of `m` not replayed yet, on two threads when there are enough
+    /// (see `split.rs`); on [`Split::Failed`] this state is unusable.
+    pub(crate) fn replay_rest(&mut self, m: &mut Merger<'_>, chunks: Option<&Arc<ChunkSource>>) -> Split {
+        match self {
+            State::Exact(c) => crate::split::replay_rest(m, c, chunks),
+            State::Sampled(..) => Split::Declined,
+        }
     }
 
     /// The sampling rate the weights come from.
@@ -662,8 +716,8 @@ impl State {
     /// The largest (timestamp, stream) replayed so far.
     pub fn max_key(&self) -> (u64, u32) {
         match self {
-            State::Exact(c) => c.max_key,
-            State::Sampled(c, _) => c.max_key,
+            State::Exact(c) => c.max_key(),
+            State::Sampled(c, _) => c.max_key(),
         }
     }
 
