@@ -15,8 +15,10 @@
 //!   head's last event of that thread allocated the same address, whichever block it is;
 //! - the peak: between two pending releases the tail's own live bytes rise and fall, and the
 //!   whole trace's are those plus the bytes live at the cut minus the pending releases before.
-//!   So the tail keeps the highest point of each stretch between pending releases, and the
-//!   join tells which of them, if any, beat the head's peak;
+//!   A stretch can only hold the peak if its highest point is above those of all stretches
+//!   before it (the pending releases only take bytes away, and the first time counts), so the
+//!   tail notes its own running peak whenever it rose since the last pending release, and the
+//!   join tells which of those, if any, beat the head's peak;
 //! - an allocation at an address still live from the head (its release was never seen) is an
 //!   overwrite in the replay from the start, which the tail cannot tell from a fresh block.
 //!   It notes every address it allocated ([`Touched`], one bit per 16 bytes), and when a head
@@ -36,37 +38,40 @@ pub(crate) fn unknown_last(t: u32) -> u64 {
     1 << 63 | u64::from(t)
 }
 
-/// The highest live bytes of the tail between two pending releases (or the start or end).
-#[derive(Debug, Clone, Copy, Default)]
-struct Stretch {
-    /// The tail's own live bytes when the stretch began; the peak below counts only if higher.
-    start: u64,
-    peak_bytes: u64,
-    peak_objects: u64,
-    peak_ts: u64,
+/// A new highest point of the tail's own live bytes, reached before pending release
+/// `before` (or after the last, when `before` is their number).
+#[derive(Debug, Clone, Copy)]
+struct Peak {
+    before: usize,
+    bytes: u64,
+    objects: u64,
+    ts: u64,
 }
 
-/// A release the tail could not match.
+/// A release the tail could not match: the address, and the releasing thread's last allocated
+/// address or [`unknown_last`] of it, with [`TOUCHED`] set when the tail had allocated at this
+/// address before (joined with a head block, an overwrite).
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     addr: u64,
-    /// The releasing thread's last allocated address, or [`unknown_last`] of it.
     last: u64,
-    /// The tail had allocated at this address before: joined with a head block, an overwrite.
-    touched: bool,
-    /// The stretch this release ends.
-    before: Stretch,
 }
+
+/// The flag in [`Pending::last`]: bit 62, set in no address of user space nor [`unknown_last`].
+const TOUCHED: u64 = 1 << 62;
 
 /// What a tail replay notes for the join.
 #[derive(Default)]
 pub(crate) struct TailLog {
     pending: Vec<Pending>,
+    /// The stretches between pending releases whose highest point is higher than all before
+    /// (only those can hold the peak: the pending releases only take bytes away).
+    peaks: Vec<Peak>,
+    /// The tail's highest live bytes when the last of `peaks` was noted.
+    noted: u64,
     /// Blocks of the tail released by a thread's first event in it: (`unknown_last` of the
     /// thread, address, stack slot in the tail).
     first_releases: Vec<(u64, u64, u32)>,
-    /// Where the current stretch began (the tail's live bytes then).
-    start: u64,
     pub(super) touched: Touched,
 }
 
@@ -134,17 +139,19 @@ impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
     #[cold]
     #[inline(never)]
     pub(super) fn pending(&mut self, addr: u64, last: u64) {
-        let before = Stretch {
-            start: self.tail.start,
-            peak_bytes: as_u64(self.peak_bytes),
-            peak_objects: as_u64(self.peak_objects),
-            peak_ts: self.peak_ts,
-        };
-        let touched = self.tail.touched.contains(addr);
-        self.tail.pending.push(Pending { addr, last, touched, before });
-        // The next stretch: only higher points than now can be a peak after this release.
-        self.tail.start = as_u64(self.cur_bytes);
-        self.peak_bytes = self.cur_bytes;
+        self.note_peak();
+        let touched = if self.tail.touched.contains(addr) { TOUCHED } else { 0 };
+        self.tail.pending.push(Pending { addr, last: last | touched });
+    }
+
+    /// Notes the tail's highest point if it rose since the last pending release.
+    fn note_peak(&mut self) {
+        let bytes = as_u64(self.peak_bytes);
+        if bytes > self.tail.noted {
+            self.tail.noted = bytes;
+            let p = Peak { before: self.tail.pending.len(), bytes, objects: as_u64(self.peak_objects), ts: self.peak_ts };
+            self.tail.peaks.push(p);
+        }
     }
 }
 
@@ -160,24 +167,26 @@ impl Counts<u64, false> {
     /// (see the module documentation): the events must then be replayed from the start.
     pub(crate) fn absorb(&mut self, tail: Counts<u64, true>) -> bool {
         let mut tail = tail;
+        tail.note_peak();
         let log = std::mem::take(&mut tail.tail);
         // In use at the cut, and what the pending releases took off it so far.
         let (at_cut_bytes, at_cut_objects) = (self.cur_bytes, self.cur_objects);
         let (mut gone_bytes, mut gone_objects) = (0u64, 0u64);
         let mut peak = (self.peak_bytes, self.peak_objects, self.peak_ts);
-        let mut consider = |s: &Stretch, gone_bytes: u64, gone_objects: u64| {
-            if s.peak_bytes > s.start {
-                let bytes = at_cut_bytes + s.peak_bytes - gone_bytes;
+        let mut peaks = log.peaks.iter().peekable();
+        for (i, p) in log.pending.iter().chain([&Pending { addr: 0, last: 0 }]).enumerate() {
+            while let Some(c) = peaks.next_if(|c| c.before == i) {
+                let bytes = at_cut_bytes + c.bytes - gone_bytes;
                 if bytes > peak.0 {
-                    peak = (bytes, at_cut_objects + s.peak_objects - gone_objects, s.peak_ts);
+                    peak = (bytes, at_cut_objects + c.objects - gone_objects, c.ts);
                 }
             }
-        };
-        for p in &log.pending {
-            consider(&p.before, gone_bytes, gone_objects);
+            if i == log.pending.len() {
+                break;
+            }
             match self.live.remove(p.addr) {
                 Some((size, slot)) => {
-                    if p.touched {
+                    if p.last & TOUCHED != 0 {
                         return false;
                     }
                     let first = p.last >> 63 == 1;
@@ -189,8 +198,6 @@ impl Counts<u64, false> {
                 None => self.unmatched_frees += 1,
             }
         }
-        let end = Stretch { start: log.start, peak_bytes: tail.peak_bytes, peak_objects: tail.peak_objects, peak_ts: tail.peak_ts };
-        consider(&end, gone_bytes, gone_objects);
         // A block live here that the tail allocated over: an overwrite the tail did not see.
         let mut overwritten = false;
         self.live.for_each_addr(|addr| overwritten |= log.touched.contains(addr));
