@@ -9,9 +9,24 @@ use heaplens_analysis::{analyze_file, Options, Report};
 
 use crate::{Format, ReportArgs};
 
+/// Has glibc's malloc grow a heap by at least 64 MiB of address space at a time. The report
+/// allocates hundreds of MiB in its reader and replay threads, whose arenas otherwise grow by
+/// one `mprotect` call per allocation that does not fit (4000-6000 calls a report). Address
+/// space only: a page still costs memory only once touched. The python3 report took 0.95 of
+/// its time, sqlite3's 0.97, gcc's 0.97 (9 interleaved rounds).
+fn grow_heaps_in_large_steps() {
+    // SAFETY: mallopt only sets a malloc parameter; M_TOP_PAD is -2 in glibc's malloc.h.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        const M_TOP_PAD: libc::c_int = -2;
+        libc::mallopt(M_TOP_PAD, 64 << 20);
+    }
+}
+
 /// Runs `heaplens report`. Errors (unreadable file, not a trace) come back as one line; a
 /// damaged trace is reported as far as it reads, with a warning on stderr.
 pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
+    grow_heaps_in_large_steps();
     let opts =
         Options { leak_depth: a.leak_depth.max(1), call_sites: a.call_sites, progress: io::stderr().is_terminal() };
     let report = analyze_file(&a.trace, &opts)?;
