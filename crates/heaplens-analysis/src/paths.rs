@@ -2,7 +2,7 @@
 //! address is symbolized once, inlined frames are expanded, and runtime frames that say nothing
 //! about the program (`_start`, `__libc_start_main`, `start_thread`, allocator shims) are cut.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::load::StackTable;
 use crate::progress::Progress;
@@ -193,7 +193,7 @@ pub fn resolve(stacks: &StackTable, ids: &[u32], sym: &mut dyn Symbolizer, progr
     // 2. Symbolize each address once; in address order, so each module's debug info is read in
     //    one sweep.
     let mut table = FrameTable::default();
-    let mut addr_sites: HashMap<u64, (u32, u32)> = HashMap::with_capacity(addrs.len());
+    let mut addr_sites: HashMap<u64, (u32, u32)> = HashMap::with_capacity_and_hasher(addrs.len(), Default::default());
     let mut site_arena: Vec<SiteId> = Vec::new();
     let mut frames = Vec::new();
     let bar = Progress::items(progress && addrs.len() > 1000, addrs.len() as u64, "symbolizing");

@@ -4,7 +4,7 @@
 //! gprof do the same), which makes the graph acyclic. Along one path each entry then occurs in
 //! a single run of frames, so every allocation counts at most once toward an entry and an edge.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -42,8 +42,8 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
 
     // The function-level graph and its strongly connected components.
     let mut g: DiGraph<FunctionId, ()> = DiGraph::new();
-    let mut node_of: HashMap<FunctionId, NodeIndex> = HashMap::new();
-    let mut edges: HashSet<(FunctionId, FunctionId)> = HashSet::new();
+    let mut node_of: HashMap<FunctionId, NodeIndex> = HashMap::default();
+    let mut edges: HashSet<(FunctionId, FunctionId)> = HashSet::default();
     for (_, seq) in &seqs {
         for &f in seq {
             node_of.entry(f).or_insert_with(|| g.add_node(f));
@@ -55,7 +55,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
         }
     }
     let sccs = tarjan_scc(&g);
-    let mut comp_of: HashMap<FunctionId, usize> = HashMap::with_capacity(node_of.len());
+    let mut comp_of: HashMap<FunctionId, usize> = HashMap::with_capacity_and_hasher(node_of.len(), Default::default());
     for (c, members) in sccs.iter().enumerate() {
         for &n in members {
             comp_of.insert(g[n], c);
@@ -65,7 +65,7 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
 
     // Accumulate per component and per component edge.
     let mut nodes = vec![NodeAcc::default(); sccs.len()];
-    let mut cedges: HashMap<(usize, usize), EdgeAcc> = HashMap::new();
+    let mut cedges: HashMap<(usize, usize), EdgeAcc> = HashMap::default();
     let mut runs: Vec<(usize, u64)> = Vec::new();
     for (i, seq) in &seqs {
         let s = &stacks[*i];

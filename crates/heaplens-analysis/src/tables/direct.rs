@@ -1,7 +1,7 @@
 //! mprof's direct allocation table (gprof's flat profile): bytes per function that called the
 //! allocator itself.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::{count, pct, Inputs};
 use crate::model::{ByClass, DirectRow, DirectTable};
@@ -37,7 +37,7 @@ impl Acc {
 /// Builds the table from the innermost frame of each allocation path (stacks with no frames
 /// count under `<unknown>`). Rows are sorted by bytes, then calls, descending.
 pub fn direct(inp: Inputs<'_>) -> DirectTable {
-    let mut by_fn: HashMap<Option<u32>, Acc> = HashMap::new();
+    let mut by_fn: HashMap<Option<u32>, Acc> = HashMap::default();
     let mut total = Acc::default();
     for (i, s) in inp.replay.stacks.iter().enumerate() {
         if s.allocs == 0.0 {

@@ -1,7 +1,7 @@
 //! mprof's memory leak table: blocks live at exit, grouped by the last few frames of their
 //! allocation path.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::{count, pct, Inputs};
 use crate::model::LeakRow;
@@ -11,7 +11,7 @@ use crate::model::LeakRow;
 pub fn leaks(inp: Inputs<'_>, depth: usize, call_sites: bool) -> Vec<LeakRow> {
     let depth = depth.max(1);
     // Key: frame ids innermost first (site ids, or function ids). Value: (blocks, bytes, cut).
-    let mut groups: HashMap<Vec<u32>, (f64, f64, bool)> = HashMap::new();
+    let mut groups: HashMap<Vec<u32>, (f64, f64, bool)> = HashMap::default();
     let mut key = Vec::with_capacity(depth);
     for (i, s) in inp.replay.stacks.iter().enumerate() {
         if s.kept == 0.0 {
