@@ -118,19 +118,24 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             })
             .expect("cannot start a thread");
         let (streamed, trace) = stream_replay(ev_rx, file_read.clone(), chunks.clone(), ahead);
-        let mut split = None;
-        let replayed = trace.map(|t| {
+        let mut how = "aggregated";
+        let replayed = trace.and_then(|t| {
             let r = match &t.aggregate {
                 Some(a) => crate::aggregated::replay(a, &t.clock),
-                None => {
-                    let (r, s) = streamed.finish(&t);
-                    split = Some(s);
-                    r
-                }
+                None => match streamed.finish(&t) {
+                    Some((r, split)) => {
+                        how = if split == Split::Joined { "streamed, the rest on two threads" } else { "streamed" };
+                        r
+                    }
+                    None => {
+                        how = "from the start, after the streaming replay gave up";
+                        Trace::load(path, false)?.replay()
+                    }
+                },
             };
-            (t, r)
+            Ok((t, r))
         });
-        tm(&format!("replay done (rest of the replay split in two: {split:?})"));
+        tm(&format!("replay done ({how})"));
         drop(stop_ahead);
         drop(stop_chunks);
         filler.join().expect("the chunk thread panicked");
@@ -163,7 +168,7 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
 
 /// What the reader thread sends to the replay.
 enum Msg {
-    Process(u64, TimeSource, u32),
+    Process(u64, TimeSource),
     Clock(ClockSync),
     /// A thread's payload, and the timestamp of its first event.
     Events(u32, Option<u64>, Arc<Slot>),
@@ -187,7 +192,7 @@ impl Sink for PipeSink<'_> {
         let _ = self.ev_tx.send(Msg::Events(tid, first, slot));
     }
     fn process(&mut self, p: &ProcessRecord) {
-        let _ = self.ev_tx.send(Msg::Process(p.sample_rate, p.time_source, p.pid));
+        let _ = self.ev_tx.send(Msg::Process(p.sample_rate, p.time_source));
     }
     fn clock(&mut self, c: ClockSync) {
         let _ = self.ev_tx.send(Msg::Clock(c));
@@ -206,63 +211,50 @@ impl Sink for PipeSink<'_> {
 
 /// How far behind the newest block read the streaming replay stays once the process has more
 /// than one thread: blocks reach the file up to the monitor's sweep period (100 ms) after their
-/// first event, so a block older than this is not expected any more. (If one comes anyway,
-/// everything is replayed again.)
+/// first event, so a block older than this is not expected any more. (If one comes anyway, the
+/// trace is replayed again once read: see [`Streamed`].)
 const WINDOW_NS: f64 = 200e6;
 
 /// The replay as the reader thread delivers the blocks.
 ///
-/// While the only thread seen is the process's main thread, every event is replayed as soon
-/// as it arrives. Once there are several, events are replayed only up to [`WINDOW_NS`] behind
-/// the newest block, as another thread's older events may still come. A block that breaks the
-/// merge order of what was already replayed restarts the replay from the first event (kept in
-/// memory) once, in the cautious mode; after a second one the replay waits for the whole
-/// trace.
+/// Events are replayed up to [`WINDOW_NS`] behind the newest block, as another thread's older
+/// events may still come (a thread's first block too: the window covers it). Payloads are released
+/// as they are replayed, so a block that breaks the merge order of what was already replayed
+/// ends the streaming replay: the trace is loaded again once read and replayed from the
+/// start (as is one whose halves could not be joined, see `split.rs`).
 struct Streamed {
     merger: Merger<'static>,
     state: Option<State>,
     /// False once a block arrived that the streaming replay had assumed could not.
     in_order: bool,
-    restarted: bool,
     chunks: Arc<ChunkSource>,
 }
 
 impl Streamed {
-    /// Finishes the replay once the whole trace is read.
-    fn finish(mut self, t: &Trace) -> (Replay, Split) {
+    /// Finishes the replay once the whole trace is read; `None` when the trace must be replayed
+    /// again from the start.
+    fn finish(mut self, t: &Trace) -> Option<(Replay, Split)> {
         let rate = t.sample_rate();
         let mut st = match self.state.take() {
             Some(st) if self.in_order && st.sample_rate() == rate => st,
-            _ => {
-                self.merger.rewind();
-                State::with_chunks(rate, &self.chunks)
-            }
+            _ => return None,
         };
         self.merger.interrupt_on(None);
         let split = st.replay_rest(&mut self.merger, Some(&self.chunks));
         match split {
             Split::Joined => {}
             Split::Declined => self.merger.run(&mut st, u64::MAX),
-            Split::Failed => {
-                st = State::with_chunks(rate, &self.chunks);
-                self.merger.rewind();
-                self.merger.run(&mut st, u64::MAX);
-            }
+            Split::Failed => return None,
         }
         st.add_malformed(self.merger.malformed());
-        (st.finish(&t.clock), split)
+        Some((st.finish(&t.clock), split))
     }
 
-    /// A block broke the order: replay again from the start, or give up streaming.
+    /// A block broke the order: give up streaming, and what was kept for it.
     fn out_of_order(&mut self) {
-        match self.state.as_mut() {
-            Some(st) if !self.restarted => {
-                *st = State::with_chunks(st.sample_rate(), &self.chunks);
-                self.merger.rewind();
-                self.restarted = true;
-            }
-            _ => self.in_order = false,
-        }
+        self.in_order = false;
+        self.state = None;
+        self.merger = Merger::streaming(self.merger.ahead());
     }
 }
 
@@ -272,12 +264,11 @@ fn stream_replay(
     chunks: Arc<ChunkSource>,
     ahead: Arc<Ahead>,
 ) -> (Streamed, Result<Trace, LoadError>) {
-    let mut s = Streamed { merger: Merger::streaming(ahead), state: None, in_order: true, restarted: false, chunks };
+    let mut s = Streamed { merger: Merger::streaming(ahead), state: None, in_order: true, chunks };
     s.merger.interrupt_on(Some(read.clone()));
     let mut done = None;
     let mut index: HashMap<u32, u32> = HashMap::new();
     let mut source = TimeSource::MonotonicNs;
-    let mut pid = None;
     let (mut first_sync, mut last_sync): (Option<ClockSync>, Option<ClockSync>) = (None, None);
     let mut newest = 0u64;
     while done.is_none() {
@@ -286,9 +277,8 @@ fn stream_replay(
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Done(t) => done = Some(*t),
-                Msg::Process(rate, src, p) => {
+                Msg::Process(rate, src) => {
                     source = src;
-                    pid = Some(p);
                     match &s.state {
                         None => s.state = Some(State::with_chunks(rate, &s.chunks)),
                         Some(st) => s.in_order &= st.sample_rate() == rate,
@@ -310,7 +300,7 @@ fn stream_replay(
                     }
                     let (max_key, replayed) =
                         s.state.as_ref().map_or(((0, 0), false), |st| (st.max_key(), st.replayed()));
-                    if !s.merger.push(i, payload, max_key, replayed) && s.in_order {
+                    if s.in_order && !s.merger.push(i, payload, max_key, replayed) {
                         s.out_of_order();
                     }
                 }
@@ -327,22 +317,19 @@ fn stream_replay(
             continue;
         }
         let Some(st) = s.state.as_mut() else { continue };
-        // Only the main thread so far (and never another one before): replay everything.
-        let alone = index.len() == 1 && pid.is_some_and(|p| index.contains_key(&p)) && !s.restarted;
-        let horizon = if alone {
-            Some(u64::MAX)
-        } else {
-            let window = match source {
-                TimeSource::MonotonicNs => Some(WINDOW_NS),
-                TimeSource::Tsc => match (first_sync, last_sync) {
-                    (Some(f), Some(l)) if l.ticks > f.ticks && l.mono_ns > f.mono_ns => {
-                        Some(WINDOW_NS * (l.ticks - f.ticks) as f64 / (l.mono_ns - f.mono_ns) as f64)
-                    }
-                    _ => None,
-                },
-            };
-            window.map(|w| newest.saturating_sub(w as u64))
+        // Events up to a window behind the newest block: a thread's block, even a new thread's
+        // first, is written within the monitor's sweep period of its first event, so nothing
+        // older can come any more.
+        let window = match source {
+            TimeSource::MonotonicNs => Some(WINDOW_NS),
+            TimeSource::Tsc => match (first_sync, last_sync) {
+                (Some(f), Some(l)) if l.ticks > f.ticks && l.mono_ns > f.mono_ns => {
+                    Some(WINDOW_NS * (l.ticks - f.ticks) as f64 / (l.mono_ns - f.mono_ns) as f64)
+                }
+                _ => None,
+            },
         };
+        let horizon = window.map(|w| newest.saturating_sub(w as u64));
         if let Some(h) = horizon {
             s.merger.run(st, h);
         }

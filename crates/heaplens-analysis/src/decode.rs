@@ -96,10 +96,9 @@ impl Cursor {
         }
     }
 
-    /// Replays events of payload `d` decoded ahead.
-    pub fn packed(d: &[u8], decoded: Decoded) -> Self {
-        let tid = header(untag(d).0).unwrap_or(0);
-        Cursor::Packed { events: decoded.events, next: 0, bad: decoded.bad, tid }
+    /// Replays the events of a payload decoded ahead.
+    pub fn packed(decoded: Decoded) -> Self {
+        Cursor::Packed { events: decoded.events, next: 0, bad: decoded.bad, tid: decoded.tid }
     }
 
     /// The next event; `None` at the end of the payload or at a malformed record. (Events

@@ -10,7 +10,8 @@
 //! The merger can also start before the whole trace is read ([`Merger::run`] with a horizon):
 //! it then assumes that a stream with no more events in memory has none older than what was
 //! already replayed, and [`Merger::push`] checks that assumption for every block that arrives;
-//! when it fails the caller replays again from the start ([`Merger::rewind`]).
+//! when it fails the caller replays again from the start. Such a streaming merger releases each
+//! payload once replayed.
 //!
 //! Payloads are decoded as they are replayed ([`crate::decode::Cursor`]), unless the reader
 //! thread decoded them ahead (`predecode.rs`).
@@ -54,11 +55,13 @@ pub(crate) struct Stream<'a> {
     /// The index of `blocks[0]` among all the stream's payloads (a tail merger leaves out those
     /// before its cut).
     first: usize,
+    /// How many payloads at the start of `blocks` are not released when done with.
+    keep: usize,
 }
 
 impl<'a> Stream<'a> {
     fn new(blocks: Blocks<'a>) -> Self {
-        Stream { blocks, blk: 0, cur: None, head: None, first: 0 }
+        Stream { blocks, blk: 0, cur: None, head: None, first: 0, keep: 0 }
     }
 
     /// The current payload's cursor, opening it if needed; `None` when every payload in memory
@@ -73,8 +76,10 @@ impl<'a> Stream<'a> {
                 Blocks::Shared(b) => {
                     let slot = &b[self.blk];
                     match slot.open(pool.ahead.as_deref()) {
-                        None => Cursor::open(slot.payload(), pool),
-                        Some(d) => Cursor::packed(slot.payload(), d),
+                        // A payload released already (only a tail merger could meet one: see
+                        // `Merger::tail`) has no events for it.
+                        None => Cursor::open(slot.payload().as_deref().map_or(&[][..], |p| &p[..]), pool),
+                        Some(d) => Cursor::packed(d),
                     }
                 }
                 Blocks::Borrowed(b) => Cursor::open(&b[self.blk], pool),
@@ -83,9 +88,15 @@ impl<'a> Stream<'a> {
         self.cur.as_mut()
     }
 
-    /// Moves on to the next payload.
+    /// Moves on to the next payload, releasing the one done with (a streaming merger does not
+    /// go back: see [`Merger::rewind`]).
     fn close(&mut self, pool: &mut CursorPool, malformed: &mut u64) {
         *malformed += u64::from(self.put_back(pool));
+        if let Blocks::Shared(b) = &self.blocks {
+            if self.blk >= self.keep {
+                b[self.blk].release();
+            }
+        }
         self.blk += 1;
     }
 
@@ -105,6 +116,10 @@ impl<'a> Stream<'a> {
         }
     }
 }
+
+/// A tail merger (see [`Merger::tail`]) keeps the first two payloads of each stream: the one
+/// the cut falls in and the next, where the merger replaying up to the cut looks for its end.
+const TAIL_KEEPS: usize = 2;
 
 /// The merge of all streams, feeding a [`State`].
 pub(crate) struct Merger<'a> {
@@ -159,8 +174,10 @@ impl<'a> Merger<'a> {
         !replayed || (e.ts, i) >= max_key
     }
 
-    /// Goes back to the first event of every stream (for replaying again from the start).
+    /// Goes back to the first event of every stream (for replaying again from the start). Only
+    /// for a merger over borrowed payloads: a streaming one releases payloads as it goes.
     pub fn rewind(&mut self) {
+        debug_assert!(self.streams.iter().all(|s| matches!(s.blocks, Blocks::Borrowed(_))));
         self.heap.clear();
         self.malformed = 0;
         for (i, s) in self.streams.iter_mut().enumerate() {
@@ -249,7 +266,7 @@ impl<'a> Merger<'a> {
             let start = |d: &[u8]| (crate::decode::first_ts(d), d.len());
             match &s.blocks {
                 Blocks::Borrowed(b) => b.iter().map(|d| start(d)).collect(),
-                Blocks::Shared(b) => b.iter().map(|d| start(d.payload())).collect(),
+                Blocks::Shared(b) => b.iter().map(|d| d.payload().map_or((None, 0), |p| start(&p))).collect(),
             }
         })
     }
@@ -274,11 +291,13 @@ impl<'a> Merger<'a> {
                     from = j;
                 }
             }
+            // Nor before this merger's current payload (those before are replayed, and released).
+            let from = from.max(s.blk);
             let blocks = match &s.blocks {
                 Blocks::Borrowed(b) => Blocks::Borrowed(&b[from.min(b.len())..]),
                 Blocks::Shared(b) => Blocks::Shared(b[from.min(b.len())..].to_vec()),
             };
-            m.streams.push(Stream { first: from, ..Stream::new(blocks) });
+            m.streams.push(Stream { first: from, keep: TAIL_KEEPS, ..Stream::new(blocks) });
         }
         for (i, s) in m.streams.iter_mut().enumerate() {
             while let Some(e) = s.next(&mut m.pool, &mut m.malformed) {
@@ -290,6 +309,11 @@ impl<'a> Merger<'a> {
             }
         }
         Some(m)
+    }
+
+    /// Where a streaming merger gives back the buffers of events decoded ahead.
+    pub fn ahead(&self) -> Arc<Ahead> {
+        self.pool.ahead.clone().expect("a streaming merger")
     }
 
     /// Stops the reader thread's decoding ahead (see [`crate::predecode`]).

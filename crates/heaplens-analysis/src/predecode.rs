@@ -34,6 +34,8 @@ impl Push for PackedEvents {
 pub(crate) struct Decoded {
     pub events: PackedEvents,
     pub bad: bool,
+    /// The payload's thread id.
+    pub tid: u32,
 }
 
 /// Where a payload's decoding ahead stands.
@@ -49,9 +51,12 @@ enum State {
     Taken,
 }
 
-/// One in-memory payload (see [`crate::decode`]) shared by the reader and the replay.
+/// One in-memory payload (see [`crate::decode`]) shared by the reader and the replay. The
+/// replay releases the payload once it is done with it ([`Slot::release`]), so a report holds
+/// the payloads being replayed and decoded, not the whole trace decompressed.
 pub(crate) struct Slot {
-    payload: Vec<u8>,
+    /// `None` once released. Shared, as the reader thread may still be decoding it then.
+    payload: Mutex<Option<Arc<Vec<u8>>>>,
     state: Mutex<State>,
 }
 
@@ -67,12 +72,18 @@ impl Slot {
     }
 
     fn with(payload: Vec<u8>, st: State) -> Arc<Self> {
-        Arc::new(Slot { payload, state: Mutex::new(st) })
+        Arc::new(Slot { payload: Mutex::new(Some(Arc::new(payload))), state: Mutex::new(st) })
     }
 
-    /// The in-memory payload.
-    pub fn payload(&self) -> &[u8] {
-        &self.payload
+    /// The in-memory payload; `None` once released.
+    pub fn payload(&self) -> Option<Arc<Vec<u8>>> {
+        lock(&self.payload).clone()
+    }
+
+    /// Drops the payload (its memory goes back to the allocator once the reader thread, if it
+    /// is decoding it, is done too).
+    pub fn release(&self) {
+        lock(&self.payload).take();
     }
 
     /// For the replay: the events of the payload when they were decoded ahead (`ahead` then
@@ -188,7 +199,8 @@ impl Ahead {
         if let Some(c) = span.crowded() {
             self.crowded.store(c, Ordering::Relaxed);
         }
-        Decoded { events, bad }
+        let tid = crate::decode::header(untag(payload).0).unwrap_or(0);
+        Decoded { events, bad, tid }
     }
 
     /// Gives an event buffer back for the next payload.
@@ -223,7 +235,8 @@ impl Ahead {
             if !slot.claim() {
                 continue;
             }
-            let d = self.decode_one(slot.payload());
+            let Some(payload) = slot.payload() else { continue };
+            let d = self.decode_one(&payload);
             let n = d.events.len();
             // Counted before the replay can take them.
             *lock(&self.waiting) += n;
@@ -279,12 +292,12 @@ mod tests {
             // the payload itself, and the reader's events are dropped.
             assert!(slots[1].claim());
             assert!(slots[1].open(Some(&ahead)).is_none());
-            assert!(slots[1].fill(ahead.decode_one(slots[1].payload())).is_err());
+            assert!(slots[1].fill(ahead.decode_one(&slots[1].payload().unwrap())).is_err());
             ahead.decode(&slots);
             assert_eq!(*lock(&ahead.waiting), 2 * 600);
             for s in [&slots[0], &slots[2]] {
                 let d = s.open(Some(&ahead)).expect("decoded ahead");
-                assert_eq!(drain(Cursor::packed(s.payload(), d)), want);
+                assert_eq!(drain(Cursor::packed(d)), want);
             }
             assert_eq!(*lock(&ahead.waiting), 0);
             // Opened again (a replay from the start): decoded by the replay.
