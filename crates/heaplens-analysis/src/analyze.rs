@@ -168,7 +168,7 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
 
 /// What the reader thread sends to the replay.
 enum Msg {
-    Process(u64, TimeSource),
+    Process(u64, TimeSource, u32),
     Clock(ClockSync),
     /// A thread's payload, and the timestamp of its first event.
     Events(u32, Option<u64>, Arc<Slot>),
@@ -192,7 +192,7 @@ impl Sink for PipeSink<'_> {
         let _ = self.ev_tx.send(Msg::Events(tid, first, slot));
     }
     fn process(&mut self, p: &ProcessRecord) {
-        let _ = self.ev_tx.send(Msg::Process(p.sample_rate, p.time_source));
+        let _ = self.ev_tx.send(Msg::Process(p.sample_rate, p.time_source, p.pid));
     }
     fn clock(&mut self, c: ClockSync) {
         let _ = self.ev_tx.send(Msg::Clock(c));
@@ -211,22 +211,26 @@ impl Sink for PipeSink<'_> {
 
 /// How far behind the newest block read the streaming replay stays once the process has more
 /// than one thread: blocks reach the file up to the monitor's sweep period (100 ms) after their
-/// first event, so a block older than this is not expected any more. (If one comes anyway, the
-/// trace is replayed again once read: see [`Streamed`].)
+/// first event, so a block older than this is not expected any more. (If one comes anyway, see
+/// [`Streamed`].)
 const WINDOW_NS: f64 = 200e6;
 
 /// The replay as the reader thread delivers the blocks.
 ///
-/// Events are replayed up to [`WINDOW_NS`] behind the newest block, as another thread's older
-/// events may still come (a thread's first block too: the window covers it). Payloads are released
-/// as they are replayed, so a block that breaks the merge order of what was already replayed
-/// ends the streaming replay: the trace is loaded again once read and replayed from the
-/// start (as is one whose halves could not be joined, see `split.rs`).
+/// While the only thread seen is the process's main thread, every event is replayed as soon
+/// as it arrives, and the payloads are kept: a block of another thread may yet come with
+/// older events, and then the replay starts again from the first event, once. From then on, or
+/// once another thread shows up in order, events are replayed up to [`WINDOW_NS`] behind the
+/// newest block, and payloads are released as they are replayed, so a block that still breaks
+/// the merge order ends the streaming replay: the trace is loaded again once read and replayed
+/// from the start (as is one whose halves could not be joined, see `split.rs`).
 struct Streamed {
     merger: Merger<'static>,
     state: Option<State>,
     /// False once a block arrived that the streaming replay had assumed could not.
     in_order: bool,
+    /// Only the main thread seen so far, and the replay never started again.
+    alone: bool,
     chunks: Arc<ChunkSource>,
 }
 
@@ -250,11 +254,28 @@ impl Streamed {
         Some((st.finish(&t.clock), split))
     }
 
-    /// A block broke the order: give up streaming, and what was kept for it.
+    /// Another thread than the main one showed up: from now on, replay a window behind and
+    /// release payloads.
+    fn not_alone(&mut self) {
+        self.alone = false;
+        self.merger.keep_payloads(false);
+    }
+
+    /// A block broke the order: replay again from the start while the payloads are all kept,
+    /// else give up streaming, and what was kept for it.
     fn out_of_order(&mut self) {
-        self.in_order = false;
-        self.state = None;
-        self.merger = Merger::streaming(self.merger.ahead());
+        match self.state.as_mut() {
+            Some(st) if self.alone => {
+                *st = State::with_chunks(st.sample_rate(), &self.chunks);
+                self.merger.rewind();
+                self.not_alone();
+            }
+            _ => {
+                self.in_order = false;
+                self.state = None;
+                self.merger = Merger::streaming(self.merger.ahead());
+            }
+        }
     }
 }
 
@@ -264,8 +285,10 @@ fn stream_replay(
     chunks: Arc<ChunkSource>,
     ahead: Arc<Ahead>,
 ) -> (Streamed, Result<Trace, LoadError>) {
-    let mut s = Streamed { merger: Merger::streaming(ahead), state: None, in_order: true, chunks };
+    let mut s = Streamed { merger: Merger::streaming(ahead), state: None, in_order: true, alone: true, chunks };
     s.merger.interrupt_on(Some(read.clone()));
+    s.merger.keep_payloads(true);
+    let mut pid = None;
     let mut done = None;
     let mut index: HashMap<u32, u32> = HashMap::new();
     let mut source = TimeSource::MonotonicNs;
@@ -277,8 +300,9 @@ fn stream_replay(
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Done(t) => done = Some(*t),
-                Msg::Process(rate, src) => {
+                Msg::Process(rate, src, p) => {
                     source = src;
+                    pid = Some(p);
                     match &s.state {
                         None => s.state = Some(State::with_chunks(rate, &s.chunks)),
                         Some(st) => s.in_order &= st.sample_rate() == rate,
@@ -303,6 +327,9 @@ fn stream_replay(
                     if s.in_order && !s.merger.push(i, payload, max_key, replayed) {
                         s.out_of_order();
                     }
+                    if s.alone && pid != Some(tid) {
+                        s.not_alone();
+                    }
                 }
             }
             // Once the whole file is read, take every payload in before replaying further, so
@@ -317,6 +344,10 @@ fn stream_replay(
             continue;
         }
         let Some(st) = s.state.as_mut() else { continue };
+        if s.alone {
+            s.merger.run(st, u64::MAX);
+            continue;
+        }
         // Events up to a window behind the newest block: a thread's block, even a new thread's
         // first, is written within the monitor's sweep period of its first event, so nothing
         // older can come any more.

@@ -75,6 +75,8 @@ pub(crate) struct CursorPool {
     columns: Vec<Box<ColumnDecoder>>,
     /// Where the buffers of events decoded ahead go back to.
     pub ahead: Option<Arc<Ahead>>,
+    /// Keep shared payloads once replayed (see [`crate::merge::Merger::keep_payloads`]).
+    pub keep_all: bool,
 }
 
 impl Cursor {

@@ -91,9 +91,10 @@ impl<'a> Stream<'a> {
     /// Moves on to the next payload, releasing the one done with (a streaming merger does not
     /// go back: see [`Merger::rewind`]).
     fn close(&mut self, pool: &mut CursorPool, malformed: &mut u64) {
+        let keep_all = pool.keep_all;
         *malformed += u64::from(self.put_back(pool));
         if let Blocks::Shared(b) = &self.blocks {
-            if self.blk >= self.keep {
+            if self.blk >= self.keep && !keep_all {
                 b[self.blk].release();
             }
         }
@@ -175,9 +176,9 @@ impl<'a> Merger<'a> {
     }
 
     /// Goes back to the first event of every stream (for replaying again from the start). Only
-    /// for a merger over borrowed payloads: a streaming one releases payloads as it goes.
+    /// for a merger that kept its payloads (borrowed, or see [`Merger::keep_payloads`]).
     pub fn rewind(&mut self) {
-        debug_assert!(self.streams.iter().all(|s| matches!(s.blocks, Blocks::Borrowed(_))));
+        debug_assert!(self.pool.keep_all || self.streams.iter().all(|s| matches!(s.blocks, Blocks::Borrowed(_))));
         self.heap.clear();
         self.malformed = 0;
         for (i, s) in self.streams.iter_mut().enumerate() {
@@ -309,6 +310,19 @@ impl<'a> Merger<'a> {
             }
         }
         Some(m)
+    }
+
+    /// Whether payloads are kept once replayed (for [`Merger::rewind`]); turning it off
+    /// releases those replayed so far.
+    pub fn keep_payloads(&mut self, keep: bool) {
+        self.pool.keep_all = keep;
+        if !keep {
+            for s in &self.streams {
+                if let Blocks::Shared(b) = &s.blocks {
+                    b[s.keep.min(s.blk)..s.blk].iter().for_each(|slot| slot.release());
+                }
+            }
+        }
     }
 
     /// Where a streaming merger gives back the buffers of events decoded ahead.
