@@ -2,8 +2,9 @@
 //!
 //! [`analyze_file`] overlaps the stages on three threads: one reads and decompresses the file,
 //! the calling thread replays events as they arrive (see `merge.rs`), and a third opens
-//! module files and symbolizes the stack trie (see `symbolize/cached.rs`). A fourth makes the
-//! live map's memory ahead (see `chunk.rs`).
+//! module files and symbolizes the stack trie (see `symbolize/cached.rs`), unless `heaplens
+//! run` embedded the symbols in the trace (`symbolize/embedded.rs`). A fourth makes the live
+//! map's memory ahead (see `chunk.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -90,7 +91,14 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
         let p = sym_progress.clone();
         let symbolizer = std::thread::Builder::new()
             .name("heaplens-symbols".into())
-            .spawn_scoped(scope, move || symbolize_all(sym_rx, p))
+            .spawn_scoped(scope, move || match crate::symbolize::embedded::read(path) {
+                // Symbolized while the program ran: nothing to do but let the reader go on.
+                Some(r) => {
+                    sym_rx.into_iter().for_each(drop);
+                    r
+                }
+                None => symbolize_all(sym_rx, p),
+            })
             .expect("cannot start a thread");
         let bar = &bar;
         let chunks = Arc::new(ChunkSource::default());

@@ -289,6 +289,8 @@ impl Trace {
                     Err(_) => false,
                 },
                 BlockKind::Aggregate => AggregateRecord::decode(&payload).map(|a| t.aggregate = Some(a)).is_ok(),
+                // Read apart, from the end of the file (`symbolize::embedded`).
+                BlockKind::Symbols | BlockKind::SymbolsIndex => true,
             };
             if !ok {
                 t.health.malformed_blocks += 1;

@@ -52,6 +52,11 @@ fn main() {
             BlockKind::End => println!("{:?}", EndRecord::decode(&p)),
             BlockKind::Clock => println!("{:?}", ClockSync::decode(&p)),
             BlockKind::Aggregate => println!("{:?}", AggregateRecord::decode(&p)),
+            BlockKind::Symbols => match heaplens_trace::SymbolTable::decode(&p) {
+                Ok(t) => println!("symbols of {} addresses", t.entries.len()),
+                Err(e) => println!("{e}"),
+            },
+            BlockKind::SymbolsIndex => println!("symbols index {p:?}"),
         }
     }
     println!("total events={events} stack nodes={nodes} status={:?}", r.status());

@@ -39,6 +39,12 @@ pub enum BlockKind {
     /// The same as [`BlockKind::Events`] stored field by field ([`crate::columns`]): what the
     /// monitor writes.
     EventColumns = 10,
+    /// A [`crate::SymbolTable`] appended by `heaplens run`: the trace's return addresses,
+    /// symbolized while the program ran.
+    Symbols = 11,
+    /// The offset of the [`BlockKind::Symbols`] block, as the file's last block (see
+    /// [`crate::symbols`]).
+    SymbolsIndex = 12,
 }
 
 impl BlockKind {
@@ -55,6 +61,8 @@ impl BlockKind {
             8 => Self::Clock,
             9 => Self::Aggregate,
             10 => Self::EventColumns,
+            11 => Self::Symbols,
+            12 => Self::SymbolsIndex,
             _ => return None,
         })
     }

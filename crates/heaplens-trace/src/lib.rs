@@ -22,6 +22,7 @@ pub mod columns;
 pub mod event;
 pub mod reader;
 pub mod record;
+pub mod symbols;
 pub mod varint;
 pub mod writer;
 
@@ -32,4 +33,5 @@ pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{ReadError, ReadStatus, TraceReader, PAYLOAD_SPARE};
 pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};
+pub use symbols::{SymbolEntry, SymbolFrame, SymbolTable};
 pub use writer::BlockWriter;

@@ -97,6 +97,22 @@ impl<R: Read> TraceReader<R> {
     /// # Errors
     /// Only I/O errors other than an early end of file.
     pub fn next_block(&mut self) -> io::Result<Option<(BlockKind, Vec<u8>)>> {
+        self.next_block_of(|_| true)
+    }
+
+    /// A reader of blocks from the current position of `input`, a block boundary `offset` bytes
+    /// into a trace (the file header is not read again).
+    pub fn at_block(input: R, offset: u64) -> Self {
+        let status = ReadStatus { offset, ..Default::default() };
+        Self { input, status, done: false, stored: Vec::new(), zstd: None }
+    }
+
+    /// As [`TraceReader::next_block`], but the payloads of blocks of kinds `want` refuses are
+    /// neither checked nor decoded (they come back empty).
+    ///
+    /// # Errors
+    /// As [`TraceReader::next_block`].
+    pub fn next_block_of(&mut self, want: impl Fn(BlockKind) -> bool) -> io::Result<Option<(BlockKind, Vec<u8>)>> {
         while !self.done {
             let start = self.status.offset;
             let mut hb = [0u8; BLOCK_HEADER_LEN];
@@ -119,6 +135,10 @@ impl<R: Read> TraceReader<R> {
                 return Ok(self.truncated(start));
             }
             self.status.offset = start + (BLOCK_HEADER_LEN + self.stored.len()) as u64;
+            if let Some(kind) = BlockKind::from_u8(h.kind).filter(|&k| !want(k)) {
+                self.status.blocks += 1;
+                return Ok(Some((kind, Vec::new())));
+            }
             if crc32fast::hash(&self.stored) != h.crc {
                 self.status.corrupt_blocks += 1;
                 continue;

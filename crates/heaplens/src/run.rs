@@ -1,11 +1,14 @@
-//! `heaplens run`: start the program with the monitor preloaded, wait for it, seal the trace
-//! with the exit record, and end the way the program ended.
+//! `heaplens run`: start the program with the monitor preloaded, symbolize its stacks on the
+//! side as they reach the trace, wait for it, seal the trace with the exit record and the
+//! symbols, and end the way the program ended.
 
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use heaplens_trace::{BlockKind, BlockWriter, ExitRecord};
@@ -100,11 +103,29 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     }
     let mut child = cmd.spawn().with_context(|| format!("cannot run {program}"))?;
     let trace = PathBuf::from(template.to_string_lossy().replace("%p", &child.id().to_string()));
+    // Symbolize on the side as the stacks reach the trace (see `symbolize::embedded`).
+    let ended = Arc::new(AtomicBool::new(false));
+    let symbols = {
+        let (trace, ended, pid) = (trace.clone(), ended.clone(), child.id());
+        std::thread::Builder::new()
+            .name("heaplens-symbols".into())
+            .spawn(move || heaplens_analysis::symbolize::embedded::symbolize_while_written(&trace, pid, &ended))
+            .ok()
+    };
     let status = child.wait().context("waiting for the program")?;
     let exit = ExitRecord { code: status.code(), signal: status.signal(), end_mono_ns: monotonic_ns() };
+    ended.store(true, Ordering::Release);
+    if let Some(h) = &symbols {
+        h.thread().unpark();
+    }
+    let symbols = symbols.and_then(|h| h.join().ok()).flatten();
 
     if trace.is_file() {
-        match append_exit(&trace, &exit) {
+        let appended = append_exit(&trace, &exit).and_then(|()| match &symbols {
+            Some(t) => heaplens_analysis::symbolize::embedded::append(&trace, t).context("cannot append the symbols"),
+            None => Ok(()),
+        });
+        match appended {
             Ok(()) if !a.quiet => {
                 eprintln!("heaplens: trace written to {}", trace.display());
                 for extra in child_traces(&trace) {
@@ -113,7 +134,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
                 eprintln!("heaplens: see it with: heaplens report {}", trace.display());
             }
             Ok(()) => {}
-            Err(e) => eprintln!("heaplens: warning: cannot append the exit status to {}: {e:#}", trace.display()),
+            Err(e) => eprintln!("heaplens: warning: cannot append the exit status or symbols to {}: {e:#}", trace.display()),
         }
     } else if !a.quiet {
         eprintln!(

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
-use heaplens_trace::ModuleRecord;
+use heaplens_trace::{ModuleRecord, SymbolEntry, SymbolTable};
 
 use super::elf::FileCache;
 use super::{ElfSymbolizer, Frame, Symbolizer};
@@ -94,6 +94,35 @@ fn symbolize(sym: &mut ElfSymbolizer, a: u64, arena: &mut Vec<Frame>) -> (u32, u
     let start = arena.len() as u32;
     sym.symbolize(a, arena);
     (start, arena.len() as u32 - start, sym.module_of_return(a))
+}
+
+impl SymResults {
+    /// The results as a table to embed in the trace, in address order.
+    pub fn to_table(&self) -> SymbolTable {
+        let mut entries: Vec<SymbolEntry> = self
+            .frames
+            .iter()
+            .map(|(&addr, &(start, n, module))| SymbolEntry {
+                addr,
+                module: module.map(|m| m as u32),
+                frames: self.arena[start as usize..(start + n) as usize].to_vec(),
+            })
+            .collect();
+        entries.sort_unstable_by_key(|e| e.addr);
+        SymbolTable { module_warnings: self.warnings.clone(), entries }
+    }
+
+    /// The results a table embedded in the trace holds.
+    pub fn from_table(t: SymbolTable) -> Self {
+        let mut frames = IdMap::default();
+        let mut arena = Vec::new();
+        for e in t.entries {
+            let start = arena.len() as u32;
+            arena.extend(e.frames);
+            frames.insert(e.addr, (start, arena.len() as u32 - start, e.module.map(|m| m as usize)));
+        }
+        SymResults { frames, arena, warnings: t.module_warnings }
+    }
 }
 
 /// Answers from [`SymResults`].

@@ -3,6 +3,7 @@
 
 pub(crate) mod cached;
 mod dwarf;
+pub mod embedded;
 mod elf;
 mod mapped;
 
@@ -10,24 +11,8 @@ use std::collections::HashMap;
 
 pub use elf::ElfSymbolizer;
 
-/// One function frame of a return address.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Frame {
-    /// Demangled function name; `None` when neither debug info nor a symbol table knew it.
-    pub function: Option<String>,
-    /// Source file of the call (full path as recorded in the debug info).
-    pub file: Option<String>,
-    /// Source line of the call.
-    pub line: Option<u32>,
-    /// Basename of the module (executable or shared object) the address lies in.
-    pub module: Option<String>,
-    /// Return address minus the module's load bias (the file-relative address); 0 without a
-    /// module.
-    pub module_offset: u64,
-    /// Return address minus the start of the enclosing symbol, when a symbol table gave it
-    /// (set on the outermost, non-inlined frame only).
-    pub symbol_offset: Option<u64>,
-}
+/// One function frame of a return address (the type the trace's embedded symbols hold).
+pub use heaplens_trace::SymbolFrame as Frame;
 
 /// Maps return addresses to frames.
 pub trait Symbolizer {

@@ -1,0 +1,138 @@
+//! Symbols resolved while the program runs, and embedded in its trace.
+//!
+//! `heaplens run` follows the trace as the monitor writes it and symbolizes every return
+//! address of the stack trie as its nodes arrive ([`symbolize_while_written`]), on the
+//! processor the program leaves idle, as heaptrack's interpreter does. Once the program has
+//! ended it appends the table ([`append`]). A report then reads it first ([`read`]) and
+//! symbolizes nothing: the report costs less, and it is the same on a machine without the
+//! program's files or their debug info, or after they were rebuilt.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use heaplens_trace::symbols::INDEX_BLOCK_LEN;
+use heaplens_trace::{
+    BlockKind, BlockWriter, Codec, ModuleRecord, ProcessRecord, StackNode, SymbolTable, TraceReader, FILE_HEADER_LEN, MAGIC,
+};
+
+use super::cached::{symbolize_all, SymMsg, SymProgress, SymResults};
+
+/// How often the file is looked at for new blocks while the program runs.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Symbolizes the return addresses of the trace at `path` of process `pid` while it is being
+/// written, until
+/// `ended` is set (the program has ended and the monitor written everything) and the file is
+/// read to its end. `None` when no trace appeared or it has no stacks. Between looks at the
+/// file the thread parks: unpark it after setting `ended`.
+pub fn symbolize_while_written(path: &Path, pid: u32, ended: &AtomicBool) -> Option<SymbolTable> {
+    let (tx, rx) = mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name("heaplens-symbols".into())
+        .spawn(move || symbolize_all(rx, Arc::new(SymProgress::default())))
+        .ok()?;
+    let mut file: Option<File> = None;
+    let mut offset = FILE_HEADER_LEN as u64;
+    let mut stacks = false;
+    loop {
+        // Read before looking at the file: a pass that starts after the end sees everything.
+        let last = ended.load(Ordering::Acquire);
+        if file.is_none() {
+            file = open_trace(path, pid);
+        }
+        if let Some(f) = file.as_mut() {
+            offset = follow(f, offset, &tx, &mut stacks).unwrap_or(offset);
+        }
+        if last {
+            break;
+        }
+        // The caller unparks this thread once the program has ended.
+        std::thread::park_timeout(POLL);
+    }
+    drop(tx);
+    let results = worker.join().ok()?;
+    stacks.then(|| results.to_table())
+}
+
+/// The trace at `path`, once its file header and Process block are there and say it is the
+/// trace of process `pid` (not a file left from before).
+fn open_trace(path: &Path, pid: u32) -> Option<File> {
+    let mut f = File::open(path).ok()?;
+    let mut h = [0u8; FILE_HEADER_LEN];
+    io::Read::read_exact(&mut f, &mut h).ok()?;
+    if h[..MAGIC.len()] != MAGIC[..] {
+        return None;
+    }
+    let mut r = TraceReader::at_block(BufReader::new(&mut f), FILE_HEADER_LEN as u64);
+    match r.next_block().ok()?? {
+        (BlockKind::Process, p) if ProcessRecord::decode(&p).is_ok_and(|p| p.pid == pid) => Some(f),
+        _ => None,
+    }
+}
+
+/// Sends the module records and return addresses of the complete blocks from `offset` on;
+/// returns where the next block starts (an incomplete one is read again next time).
+fn follow(f: &mut File, offset: u64, tx: &mpsc::Sender<SymMsg>, stacks: &mut bool) -> io::Result<u64> {
+    f.seek(SeekFrom::Start(offset))?;
+    let mut r = TraceReader::at_block(BufReader::with_capacity(1 << 16, &mut *f), offset);
+    let mut done = offset;
+    while let Some((kind, payload)) = r.next_block_of(|k| matches!(k, BlockKind::Modules | BlockKind::Stacks))? {
+        match kind {
+            BlockKind::Modules => {
+                if let Ok(m) = ModuleRecord::decode_all(&payload) {
+                    let _ = tx.send(SymMsg::Modules(m));
+                }
+            }
+            BlockKind::Stacks => {
+                if let Ok(nodes) = StackNode::decode_all(&payload) {
+                    *stacks = true;
+                    let _ = tx.send(SymMsg::Addrs(nodes.iter().map(|n| n.addr).collect()));
+                }
+            }
+            _ => {}
+        }
+        done = r.status().offset;
+    }
+    Ok(done)
+}
+
+/// Appends `table` to the finished trace at `path`: a Symbols block, then the index block
+/// that ends the file.
+///
+/// # Errors
+/// When the file cannot be opened or written.
+pub fn append(path: &Path, table: &SymbolTable) -> io::Result<()> {
+    let f = OpenOptions::new().append(true).open(path)?;
+    let at = f.metadata()?.len();
+    let mut w = BlockWriter::append(f, at);
+    w.write_block(BlockKind::Symbols, &table.encode())?;
+    w.write_block_as(BlockKind::SymbolsIndex, &at.to_le_bytes(), Codec::Raw)?;
+    Ok(())
+}
+
+/// The symbols embedded in the trace at `path`, if `heaplens run` appended them (and they
+/// read back whole).
+pub(crate) fn read(path: &Path) -> Option<SymResults> {
+    read_table(path).map(SymResults::from_table)
+}
+
+/// The [`SymbolTable`] embedded in the trace at `path`, if any.
+pub fn read_table(path: &Path) -> Option<SymbolTable> {
+    let mut f = File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let index_at = len.checked_sub(INDEX_BLOCK_LEN as u64).filter(|&o| o >= FILE_HEADER_LEN as u64)?;
+    let block_at = |f: &mut File, at: u64, kind: BlockKind| -> Option<Vec<u8>> {
+        f.seek(SeekFrom::Start(at)).ok()?;
+        let (k, payload) = TraceReader::at_block(BufReader::new(&mut *f), at).next_block().ok()??;
+        (k == kind).then_some(payload)
+    };
+    let index = block_at(&mut f, index_at, BlockKind::SymbolsIndex)?;
+    let at = u64::from_le_bytes(index.get(..8)?.try_into().ok()?);
+    let payload = block_at(&mut f, at.min(index_at), BlockKind::Symbols)?;
+    SymbolTable::decode(&payload).ok()
+}
