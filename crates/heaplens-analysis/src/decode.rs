@@ -56,6 +56,9 @@ pub(crate) enum Cursor {
         next: usize,
         bad: bool,
     },
+    /// A shared row payload decoded [`ROW_BATCH`] events at a time: decoded whole, a payload's
+    /// events (56 bytes each) would be written out of the cache and read back in.
+    RowBatches(Box<RowBatches>),
     Columns(Box<ColumnDecoder>),
     /// Decoded ahead by another thread (see [`crate::predecode`]).
     Packed {
@@ -66,6 +69,35 @@ pub(crate) enum Cursor {
     },
 }
 
+/// Events of a row payload decoded at a time (14 KiB: they stay in the first-level cache).
+pub(crate) const ROW_BATCH: usize = 256;
+
+/// Where the decoding of a shared row payload stands.
+pub(crate) struct RowBatches {
+    payload: Arc<Vec<u8>>,
+    state: crate::rows::DecodeState,
+    tid: u32,
+    events: Vec<Event>,
+    next: usize,
+    bad: bool,
+}
+
+impl RowBatches {
+    /// Decodes the next batch; false at the end of the payload (or at a malformed record).
+    #[cold]
+    #[inline(never)]
+    fn refill(&mut self) -> bool {
+        self.next = 0;
+        let d = untag(&self.payload).0;
+        if self.bad || self.state.pos >= d.len() {
+            self.events.clear();
+            return false;
+        }
+        self.bad = crate::rows::decode_some(d, &mut self.state, self.tid, &mut self.events, ROW_BATCH);
+        !self.events.is_empty()
+    }
+}
+
 /// Buffers of closed cursors, for the next ones.
 #[derive(Default)]
 pub(crate) struct CursorPool {
@@ -73,6 +105,8 @@ pub(crate) struct CursorPool {
     // Boxed: a decoder moves between the pool and the cursors without being copied.
     #[allow(clippy::vec_box)]
     columns: Vec<Box<ColumnDecoder>>,
+    #[allow(clippy::vec_box)]
+    batches: Vec<Box<RowBatches>>,
     /// Where the buffers of events decoded ahead go back to.
     pub ahead: Option<Arc<Ahead>>,
     /// Keep shared payloads once replayed (see [`crate::merge::Merger::keep_payloads`]).
@@ -96,6 +130,23 @@ impl Cursor {
                 Cursor::Rows { events, next: 0, bad }
             }
         }
+    }
+
+    /// Starts decoding shared in-memory payload `p`; row payloads a batch at a time.
+    pub fn open_shared(p: Arc<Vec<u8>>, pool: &mut CursorPool) -> Self {
+        let (d, layout) = untag(&p);
+        if layout == COLUMNS {
+            return Self::open(&p, pool);
+        }
+        let Some((tid, state)) = crate::rows::header(d) else {
+            return Self::open(&p, pool);
+        };
+        let mut b = pool.batches.pop().unwrap_or_else(|| {
+            Box::new(RowBatches { payload: p.clone(), state, tid, events: Vec::with_capacity(ROW_BATCH), next: 0, bad: false })
+        });
+        (b.payload, b.state, b.tid, b.next, b.bad) = (p, state, tid, 0, false);
+        b.events.clear();
+        Cursor::RowBatches(b)
     }
 
     /// Replays the events of a payload decoded ahead.
@@ -123,6 +174,14 @@ impl Cursor {
                 *next += 1;
                 Some(*e)
             }
+            Cursor::RowBatches(b) => {
+                if b.next == b.events.len() && !b.refill() {
+                    return None;
+                }
+                let e = b.events[b.next];
+                b.next += 1;
+                Some(e)
+            }
         }
     }
 
@@ -137,6 +196,13 @@ impl Cursor {
             }
             Cursor::Rows { events, bad, .. } => {
                 pool.rows.push(events);
+                bad
+            }
+            Cursor::RowBatches(mut b) => {
+                let bad = b.bad;
+                // The payload goes (it may be released); the buffers stay.
+                b.payload = Arc::new(Vec::new());
+                pool.batches.push(b);
                 bad
             }
             Cursor::Packed { events, bad, .. } => {

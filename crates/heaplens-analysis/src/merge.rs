@@ -78,7 +78,10 @@ impl<'a> Stream<'a> {
                     match slot.open(pool.ahead.as_deref()) {
                         // A payload released already (only a tail merger could meet one: see
                         // `Merger::tail`) has no events for it.
-                        None => Cursor::open(slot.payload().as_deref().map_or(&[][..], |p| &p[..]), pool),
+                        None => match slot.payload() {
+                            Some(p) => Cursor::open_shared(p, pool),
+                            None => Cursor::open(&[], pool),
+                        },
                         Some(d) => Cursor::packed(d),
                     }
                 }

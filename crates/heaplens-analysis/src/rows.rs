@@ -55,6 +55,35 @@ pub(crate) fn decode_all<P: Push>(d: &[u8], out: &mut P) -> bool {
     decode_all_with::<false, P>(d, out)
 }
 
+/// Decodes the events of row payload `d` from `s` on into `out` (cleared first), at most
+/// `max` of them; true when it met a malformed record (the rest of the payload is then to be
+/// skipped). Done when `s.pos` reaches the end of `d`.
+pub(crate) fn decode_some(d: &[u8], s: &mut DecodeState, tid: u32, out: &mut Vec<Event>, max: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "bmi2")]
+    unsafe fn with_pext(d: &[u8], s: &mut DecodeState, tid: u32, out: &mut Vec<Event>, max: usize) -> bool {
+        decode_some_with::<true>(d, s, tid, out, max)
+    }
+    out.clear();
+    #[cfg(target_arch = "x86_64")]
+    if fast_pext() {
+        // SAFETY: the processor has BMI2.
+        return unsafe { with_pext(d, s, tid, out, max) };
+    }
+    decode_some_with::<false>(d, s, tid, out, max)
+}
+
+#[inline(always)]
+fn decode_some_with<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u32, out: &mut Vec<Event>, max: usize) -> bool {
+    while s.pos < d.len() && out.len() < max {
+        match next_event::<PEXT>(d, s, tid) {
+            Some(e) => out.push(e),
+            None => return true,
+        }
+    }
+    false
+}
+
 #[inline(always)]
 fn decode_all_with<const PEXT: bool, P: Push>(d: &[u8], out: &mut P) -> bool {
     let Some((tid, mut s)) = header(d) else { return true };
