@@ -23,7 +23,7 @@ use crate::merge::Merger;
 use crate::split::Split;
 
 mod tail;
-pub(crate) use tail::TailLog;
+pub(crate) use tail::{Join, TailLog};
 
 /// Number of exact-size bins (0..=1024) plus one for larger sizes, as in mprof.
 pub const BIN_COUNT: usize = 1026;

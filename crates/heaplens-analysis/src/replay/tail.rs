@@ -6,7 +6,7 @@
 //! tail replay (`Counts<u64, true>`) every event from it, starting with an empty live set. All
 //! its counters then add up with the head's, except for what depends on the blocks live at
 //! the cut, which the tail does not know. It notes those, and [`Counts::absorb`] settles them
-//! in order once the head is done:
+//! in order once the head is done ([`Join`], batch by batch while the tail still runs):
 //!
 //! - a release of an address the tail has not seen allocated is *pending*: it releases a
 //!   block of the head (then its stack, bin and size are the head's) or nothing (unmatched);
@@ -60,14 +60,28 @@ struct Pending {
 /// The flag in [`Pending::last`]: bit 62, set in no address of user space nor [`unknown_last`].
 const TOUCHED: u64 = 1 << 62;
 
-/// What a tail replay notes for the join.
+/// Pending releases sent to the join at a time (few in tests, so that they take many batches).
+const BATCH: usize = if cfg!(test) { 7 } else { 8192 };
+
+/// Pending releases and the peaks noted among them, in order (see [`Join`]).
 #[derive(Default)]
-pub(crate) struct TailLog {
+pub(crate) struct Batch {
     pending: Vec<Pending>,
     /// The stretches between pending releases whose highest point is higher than all before
     /// (only those can hold the peak: the pending releases only take bytes away).
     peaks: Vec<Peak>,
-    /// The tail's highest live bytes when the last of `peaks` was noted.
+}
+
+/// What a tail replay notes for the join.
+#[derive(Default)]
+pub(crate) struct TailLog {
+    /// Not sent to the join yet.
+    batch: Batch,
+    /// Pending releases noted before `batch`.
+    sent: usize,
+    /// Where batches go as they fill (else they stay in `batch` for [`Counts::absorb`]).
+    to_join: Option<std::sync::mpsc::Sender<Batch>>,
+    /// The tail's highest live bytes when the last peak was noted.
     noted: u64,
     /// Blocks of the tail released by a thread's first event in it: (`unknown_last` of the
     /// thread, address, stack slot in the tail).
@@ -132,6 +146,30 @@ impl TailLog {
     pub(super) fn first_release(&mut self, last: u64, addr: u64, slot: u32) {
         self.first_releases.push((last, addr, slot));
     }
+
+    /// Sends what is noted so far to the join, if it takes batches.
+    fn send(&mut self) {
+        if let Some(tx) = &self.to_join {
+            self.sent += self.batch.pending.len();
+            // A join that hung up has failed already: nothing to keep.
+            let _ = tx.send(std::mem::take(&mut self.batch));
+        }
+    }
+}
+
+impl Counts<u64, true> {
+    /// Sends the pending releases to `join` in batches of [`BATCH`] as they come, so that they
+    /// are settled while this replay goes on.
+    pub(crate) fn send_pending(&mut self, join: std::sync::mpsc::Sender<Batch>) {
+        self.tail.to_join = Some(join);
+    }
+
+    /// Sends the last pending releases, and stops sending.
+    pub(crate) fn flush_pending(&mut self) {
+        self.note_peak();
+        self.tail.send();
+        self.tail.to_join = None;
+    }
 }
 
 impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
@@ -141,7 +179,10 @@ impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
     pub(super) fn pending(&mut self, addr: u64, last: u64) {
         self.note_peak();
         let touched = if self.tail.touched.contains(addr) { TOUCHED } else { 0 };
-        self.tail.pending.push(Pending { addr, last: last | touched });
+        self.tail.batch.pending.push(Pending { addr, last: last | touched });
+        if self.tail.batch.pending.len() == BATCH {
+            self.tail.send();
+        }
     }
 
     /// Notes the tail's highest point if it rose since the last pending release.
@@ -149,8 +190,9 @@ impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
         let bytes = as_u64(self.peak_bytes);
         if bytes > self.tail.noted {
             self.tail.noted = bytes;
-            let p = Peak { before: self.tail.pending.len(), bytes, objects: as_u64(self.peak_objects), ts: self.peak_ts };
-            self.tail.peaks.push(p);
+            let before = self.tail.sent + self.tail.batch.pending.len();
+            let p = Peak { before, bytes, objects: as_u64(self.peak_objects), ts: self.peak_ts };
+            self.tail.batch.peaks.push(p);
         }
     }
 }
@@ -160,43 +202,86 @@ fn as_u64<C: Counter>(c: C) -> u64 {
     c.f() as u64
 }
 
+/// Settling a tail's pending releases against the head's live blocks, in order, batch by batch
+/// (while the tail replay may still go on).
+pub(crate) struct Join {
+    /// In use at the cut.
+    at_cut: (u64, u64),
+    /// What the pending releases settled so far took off it (bytes, blocks).
+    gone: (u64, u64),
+    /// The highest point so far: (bytes, blocks, timestamp).
+    peak: (u64, u64, u64),
+    /// Pending releases settled.
+    index: usize,
+    /// A pending release met a head block the tail had allocated over (see the module
+    /// documentation): the halves cannot be joined.
+    failed: bool,
+}
+
+impl Join {
+    /// Starts joining a tail to `head`, which has replayed every event before the cut.
+    pub(crate) fn new(head: &Counts<u64, false>) -> Self {
+        Join {
+            at_cut: (head.cur_bytes, head.cur_objects),
+            gone: (0, 0),
+            peak: (head.peak_bytes, head.peak_objects, head.peak_ts),
+            index: 0,
+            failed: false,
+        }
+    }
+
+    fn consider(&mut self, c: &Peak) {
+        let bytes = self.at_cut.0 + c.bytes - self.gone.0;
+        if bytes > self.peak.0 {
+            self.peak = (bytes, self.at_cut.1 + c.objects - self.gone.1, c.ts);
+        }
+    }
+
+    /// Settles the next batch of pending releases against `head`'s live blocks.
+    pub(crate) fn settle(&mut self, head: &mut Counts<u64, false>, batch: &Batch) {
+        let mut peaks = batch.peaks.iter().peekable();
+        for p in &batch.pending {
+            if self.failed {
+                return;
+            }
+            while let Some(c) = peaks.next_if(|c| c.before == self.index) {
+                self.consider(c);
+            }
+            self.index += 1;
+            match head.live.remove(p.addr) {
+                Some((size, slot)) => {
+                    if p.last & TOUCHED != 0 {
+                        self.failed = true;
+                        return;
+                    }
+                    let first = p.last >> 63 == 1;
+                    let temporary = first && head.last_alloc.get(p.last as u32 as usize) == Some(&p.addr);
+                    head.release(size, slot, 1, temporary);
+                    self.gone.0 += size;
+                    self.gone.1 += 1;
+                }
+                None => head.unmatched_frees += 1,
+            }
+        }
+        for c in peaks {
+            self.consider(c);
+        }
+    }
+}
+
 impl Counts<u64, false> {
     /// Joins `tail`, the replay of every event after those replayed here, into these counters,
-    /// which then are those of one replay of all the events. Returns false, leaving these
-    /// counters unusable, when the tail allocated at an address that was still live here
-    /// (see the module documentation): the events must then be replayed from the start.
-    pub(crate) fn absorb(&mut self, tail: Counts<u64, true>) -> bool {
+    /// which then are those of one replay of all the events; `join` has settled the pending
+    /// releases the tail sent so far. Returns false, leaving these counters unusable, when the
+    /// tail allocated at an address that was still live here (see the module documentation):
+    /// the events must then be replayed from the start.
+    pub(crate) fn absorb(&mut self, tail: Counts<u64, true>, mut join: Join) -> bool {
         let mut tail = tail;
         tail.note_peak();
         let log = std::mem::take(&mut tail.tail);
-        // In use at the cut, and what the pending releases took off it so far.
-        let (at_cut_bytes, at_cut_objects) = (self.cur_bytes, self.cur_objects);
-        let (mut gone_bytes, mut gone_objects) = (0u64, 0u64);
-        let mut peak = (self.peak_bytes, self.peak_objects, self.peak_ts);
-        let mut peaks = log.peaks.iter().peekable();
-        for (i, p) in log.pending.iter().chain([&Pending { addr: 0, last: 0 }]).enumerate() {
-            while let Some(c) = peaks.next_if(|c| c.before == i) {
-                let bytes = at_cut_bytes + c.bytes - gone_bytes;
-                if bytes > peak.0 {
-                    peak = (bytes, at_cut_objects + c.objects - gone_objects, c.ts);
-                }
-            }
-            if i == log.pending.len() {
-                break;
-            }
-            match self.live.remove(p.addr) {
-                Some((size, slot)) => {
-                    if p.last & TOUCHED != 0 {
-                        return false;
-                    }
-                    let first = p.last >> 63 == 1;
-                    let temporary = first && self.last_alloc.get(p.last as u32 as usize) == Some(&p.addr);
-                    self.release(size, slot, 1, temporary);
-                    gone_bytes += size;
-                    gone_objects += 1;
-                }
-                None => self.unmatched_frees += 1,
-            }
+        join.settle(self, &log.batch);
+        if join.failed {
+            return false;
         }
         // A block live here that the tail allocated over: an overwrite the tail did not see.
         let mut overwritten = false;
@@ -204,7 +289,7 @@ impl Counts<u64, false> {
         if overwritten {
             return false;
         }
-        (self.peak_bytes, self.peak_objects, self.peak_ts) = peak;
+        (self.peak_bytes, self.peak_objects, self.peak_ts) = join.peak;
         for &(last, addr, slot) in &log.first_releases {
             if self.last_alloc.get(last as u32 as usize) == Some(&addr) {
                 tail.stacks[slot as usize].temporary += 1;
