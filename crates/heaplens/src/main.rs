@@ -22,7 +22,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run a program under the monitor and record its allocations to a trace.
+    /// Run a program under the monitor and record its allocations to a trace (with its call
+    /// stacks symbolized while it runs, unless sampling, so the trace can be reported on any
+    /// machine).
     Run(RunArgs),
     /// Print the summary and mprof's tables (leaks, size bins, direct allocators, call graph).
     Report(ReportArgs),
