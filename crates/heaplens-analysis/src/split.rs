@@ -4,7 +4,8 @@
 //!
 //! The replay is the report's longest stage and, once the file is read, the only one left, so
 //! on its own it keeps one processor busy; cut in two it keeps both. The cut is placed where
-//! about half of the payload bytes not replayed yet come before it.
+//! [`HEAD_SHARE`] of the payload bytes not replayed yet come before it, and only when there
+//! are [`MIN_BYTES`] of them.
 
 use std::sync::Arc;
 

@@ -40,7 +40,7 @@ pub fn symbolize_while_written(path: &Path, pid: u32, ended: &AtomicBool) -> Opt
         .spawn(move || symbolize_all(rx, Arc::new(SymProgress::default())))
         .ok()?;
     let mut file: Option<File> = None;
-    let mut seen = Seen { offset: FILE_HEADER_LEN as u64, stacks: false, rows: false };
+    let mut seen = Seen { offset: FILE_HEADER_LEN as u64, stacks: false, rows: false, held: Some(Vec::new()) };
     loop {
         // Read before looking at the file: a pass that starts after the end sees everything.
         let last = ended.load(Ordering::Acquire);
@@ -57,6 +57,10 @@ pub fn symbolize_while_written(path: &Path, pid: u32, ended: &AtomicBool) -> Opt
             return None;
         }
         if last {
+            // No events block at all (aggregated mode, or a program that never allocated).
+            for msg in seen.held.take().unwrap_or_default() {
+                let _ = tx.send(msg);
+            }
             break;
         }
         // The caller unparks this thread once the program has ended.
@@ -75,6 +79,21 @@ struct Seen {
     stacks: bool,
     /// An events block in rows: the monitor had no processor to spare for columns.
     rows: bool,
+    /// What was read before the first events block, which tells whether to symbolize at all
+    /// (`None` once it came in columns).
+    held: Option<Vec<SymMsg>>,
+}
+
+impl Seen {
+    /// Passes `msg` on to the symbolizer, or holds it until the first events block.
+    fn send(&mut self, tx: &mpsc::Sender<SymMsg>, msg: SymMsg) {
+        match &mut self.held {
+            Some(h) => h.push(msg),
+            None => {
+                let _ = tx.send(msg);
+            }
+        }
+    }
 }
 
 /// The trace at `path`, once its file header and Process block are there and say it is the
@@ -102,16 +121,21 @@ fn follow(f: &mut File, tx: &mpsc::Sender<SymMsg>, seen: &mut Seen) -> io::Resul
         match kind {
             BlockKind::Modules => {
                 if let Ok(m) = ModuleRecord::decode_all(&payload) {
-                    let _ = tx.send(SymMsg::Modules(m));
+                    seen.send(tx, SymMsg::Modules(m));
                 }
             }
             BlockKind::Stacks => {
                 if let Ok(nodes) = StackNode::decode_all(&payload) {
                     seen.stacks = true;
-                    let _ = tx.send(SymMsg::Addrs(nodes.iter().map(|n| n.addr).collect()));
+                    seen.send(tx, SymMsg::Addrs(nodes.iter().map(|n| n.addr).collect()));
                 }
             }
             BlockKind::Events => seen.rows = true,
+            BlockKind::EventColumns => {
+                for msg in seen.held.take().unwrap_or_default() {
+                    let _ = tx.send(msg);
+                }
+            }
             _ => {}
         }
         seen.offset = r.status().offset;
