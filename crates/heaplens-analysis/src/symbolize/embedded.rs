@@ -34,10 +34,14 @@ const POLL: Duration = Duration::from_millis(20);
 /// a 0.2-second program), so the report does it. Between looks at the file the thread parks:
 /// unpark it after setting `ended`.
 pub fn symbolize_while_written(path: &Path, pid: u32, ended: &AtomicBool) -> Option<SymbolTable> {
+    idle_priority();
     let (tx, rx) = mpsc::channel();
     let worker = std::thread::Builder::new()
         .name("heaplens-symbols".into())
-        .spawn(move || symbolize_all(rx, Arc::new(SymProgress::default())))
+        .spawn(move || {
+            idle_priority();
+            symbolize_all(rx, Arc::new(SymProgress::default()))
+        })
         .ok()?;
     let mut file: Option<File> = None;
     let mut seen = Seen { offset: FILE_HEADER_LEN as u64, stacks: false, rows: false, held: Some(Vec::new()) };
@@ -94,6 +98,14 @@ impl Seen {
             }
         }
     }
+}
+
+/// Runs the calling thread only on a processor that has nothing else to run (`SCHED_IDLE`):
+/// symbolizing must not take the time of the program or of the monitor's writer thread.
+fn idle_priority() {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sets the calling thread's scheduling policy; a failure leaves it as it was.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
 }
 
 /// The trace at `path`, once its file header and Process block are there and say it is the
