@@ -142,7 +142,14 @@ impl Cursor {
             return Self::open(&p, pool);
         };
         let mut b = pool.batches.pop().unwrap_or_else(|| {
-            Box::new(RowBatches { payload: p.clone(), state, tid, events: Vec::with_capacity(ROW_BATCH), next: 0, bad: false })
+            Box::new(RowBatches {
+                payload: p.clone(),
+                state,
+                tid,
+                events: Vec::with_capacity(ROW_BATCH),
+                next: 0,
+                bad: false,
+            })
         });
         (b.payload, b.state, b.tid, b.next, b.bad) = (p, state, tid, 0, false);
         b.events.clear();

@@ -138,7 +138,13 @@ pub(crate) struct Merger<'a> {
 
 impl<'a> Merger<'a> {
     fn empty() -> Self {
-        Merger { streams: Vec::new(), heap: Heads::default(), malformed: 0, pool: CursorPool::default(), interrupt: None }
+        Merger {
+            streams: Vec::new(),
+            heap: Heads::default(),
+            malformed: 0,
+            pool: CursorPool::default(),
+            interrupt: None,
+        }
     }
 
     /// A merger over fully loaded threads (payloads in file order per thread, threads in order

@@ -74,7 +74,13 @@ pub(crate) fn decode_some(d: &[u8], s: &mut DecodeState, tid: u32, out: &mut Vec
 }
 
 #[inline(always)]
-fn decode_some_with<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u32, out: &mut Vec<Event>, max: usize) -> bool {
+fn decode_some_with<const PEXT: bool>(
+    d: &[u8],
+    s: &mut DecodeState,
+    tid: u32,
+    out: &mut Vec<Event>,
+    max: usize,
+) -> bool {
     while s.pos < d.len() && out.len() < max {
         match next_event::<PEXT>(d, s, tid) {
             Some(e) => out.push(e),

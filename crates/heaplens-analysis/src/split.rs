@@ -41,21 +41,21 @@ const HEAD_SHARE: usize = 55;
 /// the first timestamp of the payload at which [`HEAD_SHARE`] of the later payloads' bytes are
 /// behind.
 fn cut(m: &Merger, after: u64) -> Option<u64> {
-    let mut later: Vec<(u64, usize)> = m
-        .payload_starts()
-        .flatten()
-        .filter_map(|(ts, len)| ts.filter(|&ts| ts > after).map(|ts| (ts, len)))
-        .collect();
+    let mut later: Vec<(u64, usize)> =
+        m.payload_starts().flatten().filter_map(|(ts, len)| ts.filter(|&ts| ts > after).map(|ts| (ts, len))).collect();
     let total: usize = later.iter().map(|&(_, len)| len).sum();
     if total < MIN_BYTES {
         return None;
     }
     later.sort_unstable();
     let mut behind = 0;
-    later.into_iter().find(|&(_, len)| {
-        behind += len;
-        behind * 100 >= total * HEAD_SHARE
-    }).map(|(ts, _)| ts)
+    later
+        .into_iter()
+        .find(|&(_, len)| {
+            behind += len;
+            behind * 100 >= total * HEAD_SHARE
+        })
+        .map(|(ts, _)| ts)
 }
 
 /// Replays every event of `m` left after those already in `st`, in two halves on two threads

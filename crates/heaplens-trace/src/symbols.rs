@@ -178,7 +178,11 @@ mod tests {
             entries: vec![
                 SymbolEntry { addr: 0x10, module: Some(0), frames: vec![f("inlined", 7), f("outer", 9)] },
                 SymbolEntry { addr: 0x7fff_0000_1000, module: None, frames: vec![SymbolFrame::default()] },
-                SymbolEntry { addr: u64::MAX, module: Some(1), frames: vec![SymbolFrame { symbol_offset: Some(u64::MAX - 1), ..f("x", 0) }] },
+                SymbolEntry {
+                    addr: u64::MAX,
+                    module: Some(1),
+                    frames: vec![SymbolFrame { symbol_offset: Some(u64::MAX - 1), ..f("x", 0) }],
+                },
             ],
         };
         let enc = t.encode();

@@ -139,7 +139,9 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
                 eprintln!("heaplens: see it with: heaplens report {}", trace.display());
             }
             Ok(()) => {}
-            Err(e) => eprintln!("heaplens: warning: cannot append the exit status or symbols to {}: {e:#}", trace.display()),
+            Err(e) => {
+                eprintln!("heaplens: warning: cannot append the exit status or symbols to {}: {e:#}", trace.display())
+            }
         }
     } else if !a.quiet {
         eprintln!(

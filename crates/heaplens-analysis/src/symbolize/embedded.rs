@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use heaplens_trace::symbols::INDEX_BLOCK_LEN;
 use heaplens_trace::{
-    BlockKind, BlockWriter, Codec, ModuleRecord, ProcessRecord, StackNode, SymbolTable, TraceReader, FILE_HEADER_LEN, MAGIC,
+    BlockKind, BlockWriter, Codec, ModuleRecord, ProcessRecord, StackNode, SymbolTable, TraceReader, FILE_HEADER_LEN,
+    MAGIC,
 };
 
 use super::cached::{symbolize_all, SymMsg, SymProgress, SymResults};

@@ -3,8 +3,8 @@
 
 pub(crate) mod cached;
 mod dwarf;
-pub mod embedded;
 mod elf;
+pub mod embedded;
 mod mapped;
 
 use std::collections::HashMap;
