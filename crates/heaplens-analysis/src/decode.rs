@@ -74,7 +74,8 @@ pub(crate) const ROW_BATCH: usize = 256;
 
 /// Where the decoding of a shared row payload stands.
 pub(crate) struct RowBatches {
-    payload: Arc<Vec<u8>>,
+    /// `None` once the cursor is closed (the payload may then be released).
+    payload: Option<Arc<Vec<u8>>>,
     state: crate::rows::DecodeState,
     tid: u32,
     events: Vec<Event>,
@@ -88,7 +89,8 @@ impl RowBatches {
     #[inline(never)]
     fn refill(&mut self) -> bool {
         self.next = 0;
-        let d = untag(&self.payload).0;
+        let Some(p) = &self.payload else { return false };
+        let d = untag(p).0;
         if self.bad || self.state.pos >= d.len() {
             self.events.clear();
             return false;
@@ -143,7 +145,7 @@ impl Cursor {
         };
         let mut b = pool.batches.pop().unwrap_or_else(|| {
             Box::new(RowBatches {
-                payload: p.clone(),
+                payload: None,
                 state,
                 tid,
                 events: Vec::with_capacity(ROW_BATCH),
@@ -151,7 +153,7 @@ impl Cursor {
                 bad: false,
             })
         });
-        (b.payload, b.state, b.tid, b.next, b.bad) = (p, state, tid, 0, false);
+        (b.payload, b.state, b.tid, b.next, b.bad) = (Some(p), state, tid, 0, false);
         b.events.clear();
         Cursor::RowBatches(b)
     }
@@ -208,7 +210,7 @@ impl Cursor {
             Cursor::RowBatches(mut b) => {
                 let bad = b.bad;
                 // The payload goes (it may be released); the buffers stay.
-                b.payload = Arc::new(Vec::new());
+                b.payload = None;
                 pool.batches.push(b);
                 bad
             }

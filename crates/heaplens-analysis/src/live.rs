@@ -488,46 +488,33 @@ impl LiveMap {
         Some(v)
     }
 
-    /// Calls `f(size, slot)` for every live block (in no particular order).
-    pub fn for_each(&self, mut f: impl FnMut(u64, u32)) {
-        for &v in self.regions.iter().flat_map(|r| r.iter()).filter(|&&v| v != 0) {
-            let cells = match Page::of(v) {
-                Page::Dense(i) => self.dense.page(i),
-                Page::Sparse(i) => &self.sparse.page(i)[KEYS..][..self.sparse.counts[i as usize] as usize],
-            };
-            for &c in cells.iter().filter(|&&c| c != 0) {
-                let (size, slot) = self.unpack(c);
-                f(size, slot);
-            }
-        }
-        for &(size, slot) in self.other.values() {
-            f(size, slot);
-        }
-    }
-
-    /// Calls `f(address)` for every live block (in no particular order).
-    pub fn for_each_addr(&self, mut f: impl FnMut(u64)) {
+    /// Calls `f(address, size, slot)` for every live block (in no particular order).
+    pub fn for_each(&self, mut f: impl FnMut(u64, u64, u32)) {
         let place = |c: Cell, granule: usize| (granule as u64) << GRANULE_SHIFT | u64::from(c & 1) << 4;
         for (&region, &ri) in &self.dir {
             for (j, &v) in self.regions[ri as usize].iter().enumerate().filter(|(_, &v)| v != 0) {
                 let base = (region << REGION_SHIFT | j as u64) << PAGE_SHIFT;
+                let mut block = |c: Cell, granule: usize| {
+                    let (size, slot) = self.unpack(c);
+                    f(base | place(c, granule), size, slot);
+                };
                 match Page::of(v) {
                     Page::Dense(i) => {
                         for (g, &c) in self.dense.page(i).iter().enumerate().filter(|(_, &c)| c != 0) {
-                            f(base | place(c, g));
+                            block(c, g);
                         }
                     }
                     Page::Sparse(i) => {
                         let p = self.sparse.page(i);
                         for k in 0..self.sparse.counts[i as usize] as usize {
-                            f(base | place(p[KEYS + k], usize::from(key(p, k)) - 1));
+                            block(p[KEYS + k], usize::from(key(p, k)) - 1);
                         }
                     }
                 }
             }
         }
-        for &addr in self.other.keys() {
-            f(addr);
+        for (&addr, &(size, slot)) in &self.other {
+            f(addr, size, slot);
         }
     }
 }
@@ -564,17 +551,11 @@ mod tests {
             assert_eq!(m.len(), r.len() as u64);
         }
         let mut all = Vec::new();
-        m.for_each(|s, sl| all.push((s, sl)));
-        let mut want: Vec<_> = r.values().copied().collect();
+        m.for_each(|a, s, sl| all.push((a, (s, sl))));
+        let mut want: Vec<_> = r.iter().map(|(&a, &b)| (a, b)).collect();
         all.sort_unstable();
         want.sort_unstable();
         assert_eq!(all, want);
-        let mut addrs = Vec::new();
-        m.for_each_addr(|a| addrs.push(a));
-        let mut want: Vec<_> = r.keys().copied().collect();
-        addrs.sort_unstable();
-        want.sort_unstable();
-        assert_eq!(addrs, want);
         let pages = (m.sparse.in_use(), m.dense.in_use());
         // Empty it: the sweep must not lose anything.
         for a in r.keys() {
@@ -582,7 +563,7 @@ mod tests {
         }
         assert_eq!(m.len(), 0);
         let mut all = Vec::new();
-        m.for_each(|s, sl| all.push((s, sl)));
+        m.for_each(|a, s, sl| all.push((a, s, sl)));
         assert!(all.is_empty());
         pages
     }

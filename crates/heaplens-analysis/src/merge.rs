@@ -271,24 +271,27 @@ impl<'a> Merger<'a> {
 
     /// The timestamps of the first events of every payload in memory, per stream (`None` for a
     /// payload without one), with the payloads' sizes in bytes.
-    pub fn payload_starts(&self) -> impl Iterator<Item = Vec<(Option<u64>, usize)>> + '_ {
-        self.streams.iter().map(|s| {
-            let start = |d: &[u8]| (crate::decode::first_ts(d), d.len());
-            match &s.blocks {
-                Blocks::Borrowed(b) => b.iter().map(|d| start(d)).collect(),
-                Blocks::Shared(b) => b.iter().map(|d| d.payload().map_or((None, 0), |p| start(&p))).collect(),
-            }
-        })
+    pub fn payload_starts(&self) -> Vec<Vec<(Option<u64>, usize)>> {
+        self.streams
+            .iter()
+            .map(|s| {
+                let start = |d: &[u8]| (crate::decode::first_ts(d), d.len());
+                match &s.blocks {
+                    Blocks::Borrowed(b) => b.iter().map(|d| start(d)).collect(),
+                    Blocks::Shared(b) => b.iter().map(|d| d.payload().map_or((None, 0), |p| start(&p))).collect(),
+                }
+            })
+            .collect()
     }
 
     /// A merger over the events of every stream from its first at or after timestamp `cut` on
-    /// (sharing the payloads), for replaying the tail of the trace while this merger replays
+    /// (sharing the payloads; `starts` as [`Merger::payload_starts`] gives them), for replaying the tail of the trace while this merger replays
     /// up to the cut; `None` when a stream's payloads do not start in time order, so that
     /// where the cut falls in it is not known from their first events.
-    pub fn tail(&self, cut: u64) -> Option<Merger<'a>> {
+    pub fn tail(&self, cut: u64, starts: &[Vec<(Option<u64>, usize)>]) -> Option<Merger<'a>> {
         let mut m = Merger::empty();
         m.pool.ahead = self.pool.ahead.clone();
-        for (s, starts) in self.streams.iter().zip(self.payload_starts()) {
+        for (s, starts) in self.streams.iter().zip(starts) {
             // The tail starts in the last payload that starts before the cut.
             let (mut from, mut prev) = (0, 0);
             for (j, (ts, _)) in starts.iter().enumerate() {

@@ -289,6 +289,19 @@ struct StackAcc<C> {
     temporary: C,
 }
 
+impl<C: Counter> StackAcc<C> {
+    /// Adds the counters of `other` (the same stack in another part of the trace).
+    pub(crate) fn add(&mut self, other: &Self) {
+        self.allocs += other.allocs;
+        self.frees += other.frees;
+        self.temporary += other.temporary;
+        for c in 0..4 {
+            self.bytes_by_class[c] += other.bytes_by_class[c];
+            self.freed_by_class[c] += other.freed_by_class[c];
+        }
+    }
+}
+
 /// Replay state while walking events, counting in `C` (see [`Counter`]). Threads are small
 /// indices (streams); their thread ids do not matter here. Only what cannot be derived later
 /// is counted per event: totals come from the per-stack and per-bin counters, and what is live
@@ -611,7 +624,7 @@ impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
         let mut kept = vec![(0.0, [0.0; 4]); self.stacks.len()];
         if C::SAMPLED {
             let (w, stacks) = (self.w, &mut kept);
-            self.live.for_each(|size, slot| {
+            self.live.for_each(|_, size, slot| {
                 let wt = w.of(size);
                 let k = &mut stacks[slot as usize];
                 k.0 += wt;

@@ -37,12 +37,13 @@ pub(crate) enum Split {
 /// after the tail.
 const HEAD_SHARE: usize = 55;
 
-/// Where to cut the events of `m` after timestamp `after` (everything up to it was replayed):
+/// Where to cut the events after timestamp `after` (everything up to it was replayed), given
+/// the first timestamp and size of every payload per stream (`starts`):
 /// the first timestamp of the payload at which [`HEAD_SHARE`] of the later payloads' bytes are
 /// behind.
-fn cut(m: &Merger, after: u64) -> Option<u64> {
+fn cut(starts: &[Vec<(Option<u64>, usize)>], after: u64) -> Option<u64> {
     let mut later: Vec<(u64, usize)> =
-        m.payload_starts().flatten().filter_map(|(ts, len)| ts.filter(|&ts| ts > after).map(|ts| (ts, len))).collect();
+        starts.iter().flatten().filter_map(|&(ts, len)| ts.filter(|&ts| ts > after).map(|ts| (ts, len))).collect();
     let total: usize = later.iter().map(|&(_, len)| len).sum();
     if total < MIN_BYTES {
         return None;
@@ -61,15 +62,22 @@ fn cut(m: &Merger, after: u64) -> Option<u64> {
 /// Replays every event of `m` left after those already in `st`, in two halves on two threads
 /// when there are enough of them. `chunks` gives the tail's live map its memory.
 pub(crate) fn replay_rest(m: &mut Merger<'_>, st: &mut Counts<u64>, chunks: Option<&Arc<ChunkSource>>) -> Split {
-    match cut(m, st.max_key().0) {
-        Some(cut) => replay_split(m, st, cut, chunks),
+    let starts = m.payload_starts();
+    match cut(&starts, st.max_key().0) {
+        Some(cut) => replay_split(m, st, cut, &starts, chunks),
         None => Split::Declined,
     }
 }
 
 /// Replays the events of `m` before timestamp `cut` on this thread and the others on another.
-fn replay_split(m: &mut Merger<'_>, st: &mut Counts<u64>, cut: u64, chunks: Option<&Arc<ChunkSource>>) -> Split {
-    let Some(mut tail) = m.tail(cut) else { return Split::Declined };
+fn replay_split(
+    m: &mut Merger<'_>,
+    st: &mut Counts<u64>,
+    cut: u64,
+    starts: &[Vec<(Option<u64>, usize)>],
+    chunks: Option<&Arc<ChunkSource>>,
+) -> Split {
+    let Some(mut tail) = m.tail(cut, starts) else { return Split::Declined };
     let starts = tail.heads();
     // Both processors replay now: decoding ahead for one of them would take the other's time
     // and pack events only to unpack them (on the 8-thread churn trace, 4% faster without).
@@ -202,7 +210,8 @@ mod tests {
         let mut m = Merger::borrowed(threads);
         let mut st = State::new(0);
         let State::Exact(c) = &mut st else { unreachable!() };
-        match replay_split(&mut m, c, cut, None) {
+        let starts = m.payload_starts();
+        match replay_split(&mut m, c, cut, &starts, None) {
             Split::Joined => Some(st.finish(&TimeMap::default())),
             Split::Failed => None,
             Split::Declined => panic!("payloads are in time order"),

@@ -28,7 +28,7 @@
 //! Only exact counts are joined (sampled traces weight events with floating point, whose sums
 //! depend on their order).
 
-use super::{Counter, Counts, StackAcc};
+use super::{Counter, Counts};
 use crate::replay::IdMap;
 
 /// The `last allocated address` a tail replay starts each thread with: its last event is in
@@ -285,7 +285,7 @@ impl Counts<u64, false> {
         }
         // A block live here that the tail allocated over: an overwrite the tail did not see.
         let mut overwritten = false;
-        self.live.for_each_addr(|addr| overwritten |= log.touched.contains(addr));
+        self.live.for_each(|addr, _, _| overwritten |= log.touched.contains(addr));
         if overwritten {
             return false;
         }
@@ -303,14 +303,7 @@ impl Counts<u64, false> {
     fn add(&mut self, tail: Counts<u64, true>) {
         for (acc, &stack) in tail.stacks.iter().zip(&tail.stack_ids) {
             let slot = self.slot(stack) as usize;
-            let s: &mut StackAcc<u64> = &mut self.stacks[slot];
-            s.allocs += acc.allocs;
-            s.frees += acc.frees;
-            s.temporary += acc.temporary;
-            for c in 0..4 {
-                s.bytes_by_class[c] += acc.bytes_by_class[c];
-                s.freed_by_class[c] += acc.freed_by_class[c];
-            }
+            self.stacks[slot].add(acc);
         }
         let add_all = |to: &mut [u64], from: &[u64]| to.iter_mut().zip(from).for_each(|(a, b)| *a += b);
         add_all(&mut self.calls_by_op, &tail.calls_by_op);
