@@ -46,3 +46,28 @@ fn symbols_travel_with_the_trace() {
     assert!(!direct_functions(&lost).iter().any(|f| f == "plugin_alloc"), "plugin_alloc named without its file");
     assert!(!arr(&lost, "trace/symbol_warnings").is_empty(), "no warning about the missing files");
 }
+
+/// A program that keeps every processor busy gets its events written as rows, and then no
+/// symbols are embedded (symbolizing would take the program's time): the report symbolizes
+/// from the module files, and names the same functions.
+#[test]
+fn busy_programs_leave_the_symbols_to_the_report() {
+    let dir = WorkDir::new("embedded-symbols-rows");
+    let so = compile(&dir, "gcc", "plugin.c", "libplugin.so", &["-O2", "-g", "-fPIC", "-shared"]);
+    let exe = compile_c(&dir, "dlopen_main.c", &["-ldl"]);
+    let args = [so.to_str().unwrap(), "1000", "10"];
+    let (rows, columns) = (dir.join("rows.hltrace"), dir.join("columns.hltrace"));
+    run_traced_env(&dir, &rows, &[("HEAPLENS_COLUMNS", "0")], &exe, &args).ok("heaplens run (rows)");
+    run_traced_env(&dir, &columns, &[("HEAPLENS_COLUMNS", "1")], &exe, &args).ok("heaplens run (columns)");
+    let kinds = |t: &std::path::Path| blocks(&std::fs::read(t).unwrap()).iter().map(|b| b.kind).collect::<Vec<_>>();
+    let (symbols, events, event_columns) = (11, 4, 10);
+    assert!(kinds(&rows).contains(&events) && !kinds(&rows).contains(&symbols), "{:?}", kinds(&rows));
+    assert!(kinds(&columns).contains(&event_columns) && kinds(&columns).contains(&symbols), "{:?}", kinds(&columns));
+    let (from_files, embedded) = (report(&dir, &rows), report(&dir, &columns));
+    assert!(
+        direct_functions(&from_files).iter().any(|f| f == "plugin_alloc"),
+        "{:#?}",
+        arr(&from_files, "direct/rows")
+    );
+    assert_eq!(direct_functions(&from_files), direct_functions(&embedded));
+}

@@ -30,6 +30,8 @@ pub(crate) struct SymProgress {
     pub done: AtomicU64,
     pub total: AtomicU64,
     pub started: std::sync::atomic::AtomicBool,
+    /// Set to make [`symbolize_all`] stop at the next address, its results unwanted.
+    pub cancel: std::sync::atomic::AtomicBool,
 }
 
 /// Frames of every return address, and the module each lies in.
@@ -52,7 +54,11 @@ pub(crate) fn symbolize_all(rx: Receiver<SymMsg>, progress: Arc<SymProgress>) ->
     let mut current: Option<ElfSymbolizer> = None;
     let mut frames: IdMap<u64, (u32, u32, Option<usize>)> = IdMap::default();
     let mut arena = Vec::new();
+    let cancelled = || progress.cancel.load(Ordering::Relaxed);
     for msg in rx {
+        if cancelled() {
+            break;
+        }
         match msg {
             SymMsg::Modules(m) => {
                 records.extend(m);
@@ -63,6 +69,9 @@ pub(crate) fn symbolize_all(rx: Receiver<SymMsg>, progress: Arc<SymProgress>) ->
                 // In address order, so each module's debug info is read in one sweep.
                 a.sort_unstable();
                 for &x in &a {
+                    if cancelled() {
+                        break;
+                    }
                     if let std::collections::hash_map::Entry::Vacant(v) = frames.entry(x) {
                         v.insert(symbolize(sym, x, &mut arena));
                     }
@@ -71,6 +80,9 @@ pub(crate) fn symbolize_all(rx: Receiver<SymMsg>, progress: Arc<SymProgress>) ->
         }
     }
     drop(current);
+    if cancelled() {
+        return SymResults { frames: IdMap::default(), arena, warnings: Vec::new() };
+    }
     let mut sym = ElfSymbolizer::with_cache(&records, cache);
     let mut addrs: Vec<u64> = frames.keys().copied().collect();
     addrs.sort_unstable();
