@@ -17,13 +17,16 @@
 //! initial-exec thread-local. (Using each real function's pointer as the armed flag instead
 //! saves instructions but measured slower, 1.057x against 1.023x on sampled widgets.)
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicU64, AtomicUsize, Ordering};
 
 /// Copies of what the stubs read, set by [`arm`] once everything is resolved.
 #[repr(C, align(64))]
 pub(crate) struct Hot {
     /// Non-zero when the stubs may take the fast path: the sample rate.
     pub armed: AtomicU64,
+    /// The thread's slot's offset from the thread pointer (`crate::tls`): read here, in the
+    /// line the stub loads anyway, instead of from the GOT, a third line a call could miss.
+    pub tls_offset: AtomicIsize,
     pub malloc: AtomicUsize,
     pub free: AtomicUsize,
     pub calloc: AtomicUsize,
@@ -37,6 +40,7 @@ pub(crate) struct Hot {
 
 pub(crate) static HOT: Hot = Hot {
     armed: AtomicU64::new(0),
+    tls_offset: AtomicIsize::new(0),
     malloc: AtomicUsize::new(0),
     free: AtomicUsize::new(0),
     calloc: AtomicUsize::new(0),
@@ -53,9 +57,11 @@ pub(crate) static HOT: Hot = Hot {
 pub fn arm() {
     use crate::real;
     let rate = crate::sampling::rate();
-    if rate == 0 {
+    let tls_offset = crate::tls::offset();
+    if rate == 0 || tls_offset == 0 {
         return;
     }
+    HOT.tls_offset.store(tls_offset, Ordering::Relaxed);
     let copy = |to: &AtomicUsize, from: &AtomicUsize| to.store(from.load(Ordering::Acquire), Ordering::Relaxed);
     copy(&HOT.malloc, &real::malloc);
     copy(&HOT.free, &real::free);
@@ -88,13 +94,13 @@ macro_rules! occupied_test {
 }
 
 /// Counts the bytes in register `$size` down: this thread's slot offset from the thread pointer
-/// (initial-exec TLS, `csrc/tls.c`) in r10, its bytes left after this call in r11, and a jump
-/// to `2f` when that crosses zero (the call is sampled). Writes nothing: [`commit`] does. Needs
-/// the operand `left`.
+/// (initial-exec TLS, `csrc/tls.c`, copied into [`HOT`]) in r10, its bytes left after this call
+/// in r11, and a jump to `2f` when that crosses zero (the call is sampled). Writes nothing:
+/// [`commit`] does. Needs the operands `hot`, `tls` and `left`.
 macro_rules! count_down {
     ($size:literal) => {
         concat!(
-            "mov r10, qword ptr [rip + hl_tls_slot@GOTTPOFF]\nmov r11, qword ptr fs:[r10 + {left}]\nsub r11, ",
+            "mov r10, qword ptr [rip + {hot} + {tls}]\nmov r11, qword ptr fs:[r10 + {left}]\nsub r11, ",
             $size,
             "\ntest r11, r11\njle 2f"
         )
@@ -130,7 +136,8 @@ macro_rules! to_hook {
 /// (`filter`).
 macro_rules! stub_asm {
     ($real:ident, $imp:path, count, [$($insn:expr),* $(,)?]) => {
-        crate::fastpath::stub_asm!(@ $real, $imp, [$($insn),*], left = const crate::tls::SAMPLE_LEFT_OFFSET)
+        crate::fastpath::stub_asm!(@ $real, $imp, [$($insn),*], left = const crate::tls::SAMPLE_LEFT_OFFSET,
+            tls = const std::mem::offset_of!(crate::fastpath::Hot, tls_offset))
     };
     ($real:ident, $imp:path, filter, [$($insn:expr),* $(,)?]) => {
         crate::fastpath::stub_asm!(@ $real, $imp, [$($insn),*],
@@ -138,7 +145,7 @@ macro_rules! stub_asm {
     };
     ($real:ident, $imp:path, count filter, [$($insn:expr),* $(,)?]) => {
         crate::fastpath::stub_asm!(@ $real, $imp, [$($insn),*], left = const crate::tls::SAMPLE_LEFT_OFFSET,
-            k = const 0x9e37_79b9_7f4a_7c15u64, occupied = sym crate::sampling::OCCUPIED)
+            tls = const std::mem::offset_of!(crate::fastpath::Hot, tls_offset), k = const 0x9e37_79b9_7f4a_7c15u64, occupied = sym crate::sampling::OCCUPIED)
     };
     (@ $real:ident, $imp:path, [$($insn:expr),*], $($operands:tt)*) => {
         std::arch::naked_asm!(

@@ -198,14 +198,22 @@ fn process_record(max_frames: usize) -> ProcessRecord {
 
 /// Removes this library from `LD_PRELOAD` (and our settings from the environment), so programs
 /// the target execs run unprofiled, as they would without heaplens.
+///
+/// This library is recognized by its name or by the path it was loaded from (a copy under
+/// another name). The variable is rewritten only when that removes something: `setenv`
+/// allocates from the program's heap, and a monitor that allocates there moves the program's
+/// blocks (see `real.rs`).
 fn forget_preload() {
     if let Some(v) = std::env::var_os("LD_PRELOAD") {
         let v = v.to_string_lossy().into_owned();
-        let rest: Vec<&str> =
-            v.split([':', ' ']).filter(|s| !s.is_empty() && !s.contains("libheaplens_preload")).collect();
+        let me = own_path();
+        let rest: Vec<&str> = v
+            .split([':', ' '])
+            .filter(|s| !s.is_empty() && !s.contains("libheaplens_preload") && Some(*s) != me.as_deref())
+            .collect();
         if rest.is_empty() {
             std::env::remove_var("LD_PRELOAD");
-        } else {
+        } else if rest.len() < v.split([':', ' ']).filter(|s| !s.is_empty()).count() {
             std::env::set_var("LD_PRELOAD", rest.join(":"));
         }
     }
@@ -218,6 +226,19 @@ fn forget_preload() {
         "HEAPLENS_CHECK_UNWIND",
     ] {
         std::env::remove_var(k);
+    }
+}
+
+/// The path this library was loaded from, as the loader has it (`dladdr` allocates nothing).
+fn own_path() -> Option<String> {
+    // SAFETY: `dladdr` fills `info` for an address inside this library; `dli_fname` is then a
+    // NUL-terminated string owned by the loader.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(own_path as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        Some(std::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy().into_owned())
     }
 }
 

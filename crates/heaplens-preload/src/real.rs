@@ -2,6 +2,15 @@
 //! search order (glibc's, or a replacement allocator the program links), found with
 //! `dlsym(RTLD_NEXT)`. Until they are found (and while `dlsym` itself allocates), calls go to
 //! glibc's `__libc_*` entry points.
+//!
+//! The C functions are looked up at start-up, the C++ operators on their first call. A C
+//! program has no operator to find, and a failed `dlsym` makes glibc allocate its error message
+//! (which names this library's path) from the program's own heap: the program's blocks then
+//! sat at other addresses than without heaplens, by an amount that depended on where heaplens
+//! was installed, and the sampled widgets program ran 1.00x or 1.05x its bare time depending on
+//! the length of that path (15 interleaved rounds each). When the program calls an operator,
+//! the library that defines it is loaded (or the program defines it itself, and then its own
+//! comes first and this library's is never called).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,16 +20,16 @@ use crate::sysalloc::fallback;
 type P = *mut c_void;
 
 macro_rules! real_fns {
-    ($( $name:ident = $sym:literal : fn($($arg:ident : $ty:ty),*) -> $ret:ty, abi $abi:literal, else $fb:expr; )*) => {
+    ($( $name:ident = $sym:literal $(($late:ident))? : fn($($arg:ident : $ty:ty),*) -> $ret:ty, abi $abi:literal, else $fb:expr; )*) => {
         $(
             #[allow(non_upper_case_globals)]
             pub(crate) static $name: AtomicUsize = AtomicUsize::new(0);
         )*
 
-        /// Looks every real function up; safe to call again (after a dlopen brings libstdc++).
+        /// Looks up the real C functions (the C++ operators wait for their first call).
         pub fn resolve_all() {
             $(
-                if $name.load(Ordering::Relaxed) == 0 {
+                if !real_fns!(@late $($late)?) && $name.load(Ordering::Relaxed) == 0 {
                     // SAFETY: RTLD_NEXT lookups of a NUL-terminated name.
                     let p = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($sym, "\0").as_ptr().cast()) };
                     $name.store(p as usize, Ordering::Release);
@@ -35,7 +44,10 @@ macro_rules! real_fns {
                 #[inline(always)]
                 #[allow(clippy::missing_safety_doc)]
                 pub unsafe extern $abi fn $name($($arg: $ty),*) -> $ret {
-                    let p = super::$name.load(Ordering::Acquire);
+                    let mut p = super::$name.load(Ordering::Acquire);
+                    if p == 0 && real_fns!(@late $($late)?) {
+                        p = super::resolve_late(&super::$name, concat!($sym, "\0"));
+                    }
                     if p == 0 {
                         return $fb;
                     }
@@ -45,17 +57,17 @@ macro_rules! real_fns {
             )*
         }
     };
+    (@late late) => { true };
+    (@late) => { false };
 }
 
-unsafe fn lazy_new(sym: &[u8], n: usize) -> P {
-    // A C++ library arrived after start-up (dlopen): look the operators up now.
-    resolve_all();
-    let p = libc::dlsym(libc::RTLD_NEXT, sym.as_ptr().cast());
-    if p.is_null() {
-        return fallback::malloc(n);
-    }
-    let f: unsafe extern "C-unwind" fn(usize) -> P = std::mem::transmute(p);
-    f(n)
+/// Looks up `sym` (NUL-terminated) on its first call; 0 when no library after this one
+/// defines it (then it is looked up again next time: a library may be loaded later).
+#[cold]
+unsafe fn resolve_late(slot: &AtomicUsize, sym: &str) -> usize {
+    let p = libc::dlsym(libc::RTLD_NEXT, sym.as_ptr().cast()) as usize;
+    slot.store(p, Ordering::Release);
+    p
 }
 
 real_fns! {
@@ -68,26 +80,26 @@ real_fns! {
     aligned_alloc = "aligned_alloc": fn(a: usize, n: usize) -> P, abi "C", else fallback::memalign(a, n);
     valloc = "valloc": fn(n: usize) -> P, abi "C", else fallback::memalign(page_size(), n);
     pvalloc = "pvalloc": fn(n: usize) -> P, abi "C", else fallback::memalign(page_size(), n.next_multiple_of(page_size()));
-    new = "_Znwm": fn(n: usize) -> P, abi "C-unwind", else lazy_new(b"_Znwm\0", n);
-    new_array = "_Znam": fn(n: usize) -> P, abi "C-unwind", else lazy_new(b"_Znam\0", n);
-    new_nothrow = "_ZnwmRKSt9nothrow_t": fn(n: usize, t: P) -> P, abi "C-unwind", else fallback::malloc(n);
-    new_array_nothrow = "_ZnamRKSt9nothrow_t": fn(n: usize, t: P) -> P, abi "C-unwind", else fallback::malloc(n);
-    new_aligned = "_ZnwmSt11align_val_t": fn(n: usize, a: usize) -> P, abi "C-unwind", else fallback::memalign(a, n);
-    new_array_aligned = "_ZnamSt11align_val_t": fn(n: usize, a: usize) -> P, abi "C-unwind", else fallback::memalign(a, n);
-    new_aligned_nothrow = "_ZnwmSt11align_val_tRKSt9nothrow_t": fn(n: usize, a: usize, t: P) -> P, abi "C-unwind", else fallback::memalign(a, n);
-    new_array_aligned_nothrow = "_ZnamSt11align_val_tRKSt9nothrow_t": fn(n: usize, a: usize, t: P) -> P, abi "C-unwind", else fallback::memalign(a, n);
-    delete = "_ZdlPv": fn(p: P) -> (), abi "C", else fallback::free(p);
-    delete_array = "_ZdaPv": fn(p: P) -> (), abi "C", else fallback::free(p);
-    delete_sized = "_ZdlPvm": fn(p: P, n: usize) -> (), abi "C", else fallback::free(p);
-    delete_array_sized = "_ZdaPvm": fn(p: P, n: usize) -> (), abi "C", else fallback::free(p);
-    delete_aligned = "_ZdlPvSt11align_val_t": fn(p: P, a: usize) -> (), abi "C", else fallback::free(p);
-    delete_array_aligned = "_ZdaPvSt11align_val_t": fn(p: P, a: usize) -> (), abi "C", else fallback::free(p);
-    delete_sized_aligned = "_ZdlPvmSt11align_val_t": fn(p: P, n: usize, a: usize) -> (), abi "C", else fallback::free(p);
-    delete_array_sized_aligned = "_ZdaPvmSt11align_val_t": fn(p: P, n: usize, a: usize) -> (), abi "C", else fallback::free(p);
-    delete_nothrow = "_ZdlPvRKSt9nothrow_t": fn(p: P, t: P) -> (), abi "C", else fallback::free(p);
-    delete_array_nothrow = "_ZdaPvRKSt9nothrow_t": fn(p: P, t: P) -> (), abi "C", else fallback::free(p);
-    delete_aligned_nothrow = "_ZdlPvSt11align_val_tRKSt9nothrow_t": fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
-    delete_array_aligned_nothrow = "_ZdaPvSt11align_val_tRKSt9nothrow_t": fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
+    new = "_Znwm" (late): fn(n: usize) -> P, abi "C-unwind", else fallback::malloc(n);
+    new_array = "_Znam" (late): fn(n: usize) -> P, abi "C-unwind", else fallback::malloc(n);
+    new_nothrow = "_ZnwmRKSt9nothrow_t" (late): fn(n: usize, t: P) -> P, abi "C-unwind", else fallback::malloc(n);
+    new_array_nothrow = "_ZnamRKSt9nothrow_t" (late): fn(n: usize, t: P) -> P, abi "C-unwind", else fallback::malloc(n);
+    new_aligned = "_ZnwmSt11align_val_t" (late): fn(n: usize, a: usize) -> P, abi "C-unwind", else fallback::memalign(a, n);
+    new_array_aligned = "_ZnamSt11align_val_t" (late): fn(n: usize, a: usize) -> P, abi "C-unwind", else fallback::memalign(a, n);
+    new_aligned_nothrow = "_ZnwmSt11align_val_tRKSt9nothrow_t" (late): fn(n: usize, a: usize, t: P) -> P, abi "C-unwind", else fallback::memalign(a, n);
+    new_array_aligned_nothrow = "_ZnamSt11align_val_tRKSt9nothrow_t" (late): fn(n: usize, a: usize, t: P) -> P, abi "C-unwind", else fallback::memalign(a, n);
+    delete = "_ZdlPv" (late): fn(p: P) -> (), abi "C", else fallback::free(p);
+    delete_array = "_ZdaPv" (late): fn(p: P) -> (), abi "C", else fallback::free(p);
+    delete_sized = "_ZdlPvm" (late): fn(p: P, n: usize) -> (), abi "C", else fallback::free(p);
+    delete_array_sized = "_ZdaPvm" (late): fn(p: P, n: usize) -> (), abi "C", else fallback::free(p);
+    delete_aligned = "_ZdlPvSt11align_val_t" (late): fn(p: P, a: usize) -> (), abi "C", else fallback::free(p);
+    delete_array_aligned = "_ZdaPvSt11align_val_t" (late): fn(p: P, a: usize) -> (), abi "C", else fallback::free(p);
+    delete_sized_aligned = "_ZdlPvmSt11align_val_t" (late): fn(p: P, n: usize, a: usize) -> (), abi "C", else fallback::free(p);
+    delete_array_sized_aligned = "_ZdaPvmSt11align_val_t" (late): fn(p: P, n: usize, a: usize) -> (), abi "C", else fallback::free(p);
+    delete_nothrow = "_ZdlPvRKSt9nothrow_t" (late): fn(p: P, t: P) -> (), abi "C", else fallback::free(p);
+    delete_array_nothrow = "_ZdaPvRKSt9nothrow_t" (late): fn(p: P, t: P) -> (), abi "C", else fallback::free(p);
+    delete_aligned_nothrow = "_ZdlPvSt11align_val_tRKSt9nothrow_t" (late): fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
+    delete_array_aligned_nothrow = "_ZdaPvSt11align_val_tRKSt9nothrow_t" (late): fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
     exit_ = "_exit": fn(status: i32) -> (), abi "C", else { libc::syscall(libc::SYS_exit_group, status as libc::c_long); };
 }
 

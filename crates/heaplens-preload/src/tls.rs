@@ -37,6 +37,11 @@ pub fn init_fast_path() {
     OFFSET.store(unsafe { hl_tls_offset() }, Ordering::Relaxed);
 }
 
+/// The slot's offset from the thread pointer (0 until [`init_fast_path`]).
+pub fn offset() -> isize {
+    OFFSET.load(Ordering::Relaxed)
+}
+
 /// This thread's slot. Never allocates, never fails.
 #[inline(always)]
 pub fn slot() -> &'static mut Tls {

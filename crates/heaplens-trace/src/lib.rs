@@ -25,6 +25,7 @@ pub mod record;
 pub mod symbols;
 pub mod varint;
 pub mod writer;
+mod zstd_ctx;
 
 pub use aggregate::{AggregateRecord, SizeCounters, StackCounters};
 pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};

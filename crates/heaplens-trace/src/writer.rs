@@ -18,7 +18,7 @@ pub struct BlockWriter<W: Write> {
     /// How payloads are compressed ([`Codec::Zstd`] by default: event streams shrink to about
     /// half of what LZ4 gives, at a cost the writer thread, not the program, pays).
     pub codec: Codec,
-    zstd: Option<zstd::bulk::Compressor<'static>>,
+    zstd: Option<crate::zstd_ctx::Compressor>,
     bytes_written: u64,
 }
 
@@ -69,12 +69,12 @@ impl<W: Write> BlockWriter<W> {
             }
             Codec::Zstd => {
                 if self.zstd.is_none() {
-                    self.zstd = Some(zstd::bulk::Compressor::new(ZSTD_LEVEL)?);
+                    self.zstd = Some(crate::zstd_ctx::Compressor::new(ZSTD_LEVEL)?);
                 }
                 let bound = zstd::zstd_safe::compress_bound(payload.len());
                 self.scratch.resize(crate::BLOCK_HEADER_LEN + bound, 0);
                 let z = self.zstd.as_mut().ok_or_else(|| io::Error::other("no zstd context"))?;
-                let n = z.compress_to_buffer(payload, &mut self.scratch[crate::BLOCK_HEADER_LEN..])?;
+                let n = z.compress(payload, &mut self.scratch[crate::BLOCK_HEADER_LEN..])?;
                 self.scratch.truncate(crate::BLOCK_HEADER_LEN + n);
             }
         }
