@@ -89,7 +89,7 @@ fn decode_some_with<const PEXT: bool>(
         let len = out.len();
         // SAFETY: the capacity for `max` events is reserved above and `len < max`.
         let slot = unsafe { &mut *out.as_mut_ptr().add(len).cast::<MaybeUninit<Event>>() };
-        if next_event_fast::<PEXT>(d, s, tid, slot) {
+        if next_event_fast::<PEXT>(d, s, tid, slot).is_some() {
             // SAFETY: `next_event_fast` wrote every field of the slot.
             unsafe { out.set_len(len + 1) };
             continue;
@@ -152,7 +152,7 @@ pub(crate) fn fast_pext() -> bool {
 #[inline(always)]
 pub(crate) fn next_event<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u32) -> Option<Event> {
     let mut e = MaybeUninit::uninit();
-    if next_event_fast::<PEXT>(d, s, tid, &mut e) {
+    if next_event_fast::<PEXT>(d, s, tid, &mut e).is_some() {
         // SAFETY: `next_event_fast` wrote every field.
         return Some(unsafe { e.assume_init() });
     }
@@ -162,19 +162,19 @@ pub(crate) fn next_event<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u
 /// The common case in one go: an event whose fields all end within 16 bytes, none longer than
 /// 8 bytes, with at least 8 more bytes after them. The ends of all fields come from one mask
 /// of the bytes' high bits, so the fields decode independently instead of one after the
-/// other. False leaves everything else (and every malformed record) to the exact slow path;
-/// true when every field of `out` is written.
+/// other. `None` leaves everything else (and every malformed record) to the exact slow path;
+/// `Some` when every field of `out` is written.
 ///
 /// The fields are stored one by one straight into `out` (in a batch buffer): an event built
 /// on the stack and copied over was read back in 16-byte moves from narrower stores, which
 /// stalled store forwarding for half of this function's time.
 #[inline(always)]
-fn next_event_fast<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u32, out: &mut MaybeUninit<Event>) -> bool {
-    next_fields::<PEXT>(d, s, tid, out).is_some()
-}
-
-#[inline(always)]
-fn next_fields<const PEXT: bool>(d: &[u8], s: &mut DecodeState, tid: u32, out: &mut MaybeUninit<Event>) -> Option<()> {
+fn next_event_fast<const PEXT: bool>(
+    d: &[u8],
+    s: &mut DecodeState,
+    tid: u32,
+    out: &mut MaybeUninit<Event>,
+) -> Option<()> {
     let win: &[u8; 24] = d.get(s.pos..s.pos + 24)?.try_into().ok()?;
     let head = win[0];
     let op = Op::from_u8(head & OP_BITS)?;

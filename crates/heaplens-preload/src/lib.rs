@@ -207,13 +207,15 @@ fn forget_preload() {
     if let Some(v) = std::env::var_os("LD_PRELOAD") {
         let v = v.to_string_lossy().into_owned();
         let me = own_path();
-        let rest: Vec<&str> = v
-            .split([':', ' '])
-            .filter(|s| !s.is_empty() && !s.contains("libheaplens_preload") && Some(*s) != me.as_deref())
+        let entries: Vec<&str> = v.split([':', ' ']).filter(|s| !s.is_empty()).collect();
+        let rest: Vec<&str> = entries
+            .iter()
+            .copied()
+            .filter(|s| !s.contains("libheaplens_preload") && Some(*s) != me.as_deref())
             .collect();
         if rest.is_empty() {
             std::env::remove_var("LD_PRELOAD");
-        } else if rest.len() < v.split([':', ' ']).filter(|s| !s.is_empty()).count() {
+        } else if rest.len() < entries.len() {
             std::env::set_var("LD_PRELOAD", rest.join(":"));
         }
     }

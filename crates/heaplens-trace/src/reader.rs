@@ -130,8 +130,12 @@ impl<R: Read> TraceReader<R> {
                 self.status.corrupt_blocks += 1;
                 return Ok(self.truncated(start));
             }
-            self.stored.resize(h.stored_len as usize, 0);
-            if read_full(&mut self.input, &mut self.stored)? < self.stored.len() {
+            // Read as the bytes arrive, not into a buffer sized (and zeroed) from the header
+            // first: a length read from a damaged header, or from bytes that are no header (the
+            // end of a trace without embedded symbols, read as a symbols index), can say up to
+            // 256 MiB that the file does not have.
+            self.stored.clear();
+            if (&mut self.input).take(u64::from(h.stored_len)).read_to_end(&mut self.stored)? < h.stored_len as usize {
                 return Ok(self.truncated(start));
             }
             self.status.offset = start + (BLOCK_HEADER_LEN + self.stored.len()) as u64;

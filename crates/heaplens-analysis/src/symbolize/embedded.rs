@@ -15,11 +15,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use heaplens_trace::block::BlockHeader;
 use heaplens_trace::symbols::INDEX_BLOCK_LEN;
 use heaplens_trace::{
-    BlockKind, BlockWriter, Codec, ModuleRecord, ProcessRecord, StackNode, SymbolTable, TraceReader, BLOCK_HEADER_LEN,
-    FILE_HEADER_LEN, MAGIC,
+    BlockKind, BlockWriter, Codec, ModuleRecord, ProcessRecord, StackNode, SymbolTable, TraceReader, FILE_HEADER_LEN,
+    MAGIC,
 };
 
 use super::cached::{symbolize_all, SymMsg, SymProgress, SymResults};
@@ -183,30 +182,17 @@ pub(crate) fn read(path: &Path) -> Option<SymResults> {
 }
 
 /// The [`SymbolTable`] embedded in the trace at `path`, if any.
-///
-/// Each block's header is checked before its payload is read: in a trace without symbols the
-/// last 24 bytes are the middle of some other block, and a length read from there (up to
-/// 256 MiB) must not be allocated and zeroed (it was 9% of an 8-thread churn report's
-/// processor time).
 pub fn read_table(path: &Path) -> Option<SymbolTable> {
     let mut f = File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     let index_at = len.checked_sub(INDEX_BLOCK_LEN as u64).filter(|&o| o >= FILE_HEADER_LEN as u64)?;
-    // The block of `kind` at `at`, if its header says so and it ends by `end`.
-    let block_at = |f: &mut File, at: u64, end: u64, kind: BlockKind| -> Option<Vec<u8>> {
-        f.seek(SeekFrom::Start(at)).ok()?;
-        let mut hb = [0u8; BLOCK_HEADER_LEN];
-        io::Read::read_exact(f, &mut hb).ok()?;
-        let h = BlockHeader::from_bytes(&hb);
-        if h.kind != kind as u8 || at + (BLOCK_HEADER_LEN as u64) + u64::from(h.stored_len) > end {
-            return None;
-        }
+    let block_at = |f: &mut File, at: u64, kind: BlockKind| -> Option<Vec<u8>> {
         f.seek(SeekFrom::Start(at)).ok()?;
         let (k, payload) = TraceReader::at_block(BufReader::new(&mut *f), at).next_block().ok()??;
         (k == kind).then_some(payload)
     };
-    let index = block_at(&mut f, index_at, len, BlockKind::SymbolsIndex)?;
+    let index = block_at(&mut f, index_at, BlockKind::SymbolsIndex)?;
     let at = u64::from_le_bytes(index.get(..8)?.try_into().ok()?);
-    let payload = block_at(&mut f, at.min(index_at), index_at, BlockKind::Symbols)?;
+    let payload = block_at(&mut f, at.min(index_at), BlockKind::Symbols)?;
     SymbolTable::decode(&payload).ok()
 }
