@@ -27,6 +27,8 @@ pub struct Stats {
     pub captures: u64,
     /// Frames unwound (the rest came from the previous stack).
     pub unwound: u64,
+    /// Captures that repeated a recent stack exactly (see `unwind/recent.rs`).
+    pub repeats: u64,
     /// Frames in all captured stacks.
     pub depth: u64,
     /// Unwind-rule lookups that hit framehop's cache.
@@ -44,6 +46,7 @@ pub struct Stats {
 static TOTAL: std::sync::Mutex<Stats> = std::sync::Mutex::new(Stats {
     captures: 0,
     unwound: 0,
+    repeats: 0,
     depth: 0,
     rule_hits: 0,
     rule_misses: 0,
@@ -57,6 +60,7 @@ pub fn add_stats(s: &Stats) {
     if let Ok(mut t) = TOTAL.lock() {
         t.captures += s.captures;
         t.unwound += s.unwound;
+        t.repeats += s.repeats;
         t.depth += s.depth;
         t.rule_hits += s.rule_hits;
         t.rule_misses += s.rule_misses;
@@ -71,10 +75,11 @@ pub fn print_stats() {
     if let Ok(t) = TOTAL.lock() {
         let per = |v: u64| v as f64 / t.captures.max(1) as f64;
         eprintln!(
-            "heaplens: {} stacks captured, {:.2} frames deep on average, {:.2} frames unwound per capture",
+            "heaplens: {} stacks captured, {:.2} frames deep on average, {:.2} frames unwound per capture, {:.1}% repeated a recent stack",
             t.captures,
             per(t.depth),
-            per(t.unwound)
+            per(t.unwound),
+            100.0 * per(t.repeats)
         );
         eprintln!(
             "heaplens: unwind rules: {} cache hits, {} first lookups, {} conflict misses",

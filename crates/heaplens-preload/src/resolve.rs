@@ -11,8 +11,12 @@
 //! allocation and reallocation records end in a command instead of a stack id:
 //!
 //! ```text
-//! command := (keep << 2 | from_archive << 1 | saved_archive):varint n:varint ret:u64le{n}
+//! command := head:varint [entry:u8] n:varint ret:u64le{n}
+//! head    := keep << 4 | stored << 3 | hit << 2 | from_archive << 1 | saved_archive
 //! ```
+//!
+//! `entry` (present when `hit` or `stored` is set) is the recent stack the capture repeated or
+//! kept (see `unwind/recent.rs`).
 //!
 //! Commands of one thread must be replayed in the order they were made, so buffers are
 //! converted under the trie's lock in queue order (a thread's buffers enter the queue in order).
@@ -23,19 +27,34 @@ use heaplens_trace::varint::{put, put_at, read_var};
 use heaplens_trace::{Op, OpClass};
 
 use crate::intern::{FxMap, Trie};
-use crate::unwind::Capture;
+use crate::unwind::{Capture, RECENT};
 
 /// Most bytes the command for a stack of `frames` new frames takes.
 pub const fn command_len(frames: usize) -> usize {
-    20 + 8 * frames
+    21 + 8 * frames
 }
+
+const SAVED_ARCHIVE: u64 = 1;
+const FROM_ARCHIVE: u64 = 2;
+const HIT: u64 = 4;
+const STORED: u64 = 8;
+const KEEP_SHIFT: u32 = 4;
 
 /// Appends the command for capture `c`, whose new frames (outermost first) are `frames`, at
 /// `*pos`; `buf` needs [`command_len`] bytes free there.
 #[inline(always)]
 pub fn put_command(buf: &mut [u8], pos: &mut usize, c: &Capture, frames: &[u64]) {
-    let head = (c.keep as u64) << 2 | u64::from(c.from_archive) << 1 | u64::from(c.saved_archive);
+    let flag = |on: bool, bit: u64| if on { bit } else { 0 };
+    let head = (c.keep as u64) << KEEP_SHIFT
+        | flag(c.stored.is_some(), STORED)
+        | flag(c.hit.is_some(), HIT)
+        | flag(c.from_archive, FROM_ARCHIVE)
+        | flag(c.saved_archive, SAVED_ARCHIVE);
     put_at(buf, pos, head);
+    if let Some(e) = c.hit.or(c.stored) {
+        buf[*pos] = e;
+        *pos += 1;
+    }
     put_at(buf, pos, frames.len() as u64);
     let out = &mut buf[*pos..*pos + 8 * frames.len()];
     for (dst, r) in out.chunks_exact_mut(8).zip(frames) {
@@ -50,19 +69,29 @@ pub fn put_command(buf: &mut [u8], pos: &mut usize, c: &Capture, frames: &[u64])
 struct Mirror {
     cur: Vec<u32>,
     archive: Vec<u32>,
+    /// The recent stacks' nodes, by entry (see `unwind/recent.rs`).
+    recent: Vec<Vec<u32>>,
     /// The last edge interned at each depth, (parent, return address, child): a loop that
     /// allocates from a few places keeps finding its edges here instead of in the trie's map.
     memo: Vec<(u32, u64, u32)>,
 }
 
 impl Mirror {
-    /// Replays one command; returns the new stack's leaf node.
-    fn apply(&mut self, trie: &mut Trie, head: u64, frames: &[u8]) -> u32 {
-        let keep = usize::try_from(head >> 2).unwrap_or(usize::MAX);
-        if head & 1 != 0 {
+    /// Replays one command (`entry` < [`RECENT`] when the head names one); returns the new
+    /// stack's leaf node.
+    fn apply(&mut self, trie: &mut Trie, head: u64, entry: usize, frames: &[u8]) -> u32 {
+        let keep = usize::try_from(head >> KEEP_SHIFT).unwrap_or(usize::MAX);
+        if head & SAVED_ARCHIVE != 0 {
             self.archive.clone_from(&self.cur);
         }
-        if head & 2 != 0 {
+        if head & (HIT | STORED) != 0 && self.recent.is_empty() {
+            self.recent.resize(RECENT, Vec::new());
+        }
+        if head & HIT != 0 {
+            self.cur.clone_from(&self.recent[entry]);
+            return self.cur.last().copied().unwrap_or(0);
+        }
+        if head & FROM_ARCHIVE != 0 {
             let keep = keep.min(self.archive.len());
             self.cur.clear();
             self.cur.extend_from_slice(&self.archive[..keep]);
@@ -85,6 +114,9 @@ impl Mirror {
                 child
             };
             self.cur.push(id);
+        }
+        if head & STORED != 0 {
+            self.recent[entry].clone_from(&self.cur);
         }
         id
     }
@@ -143,9 +175,19 @@ impl Mirrors {
                 continue;
             }
             let head = read_var(raw, &mut pos).ok_or(bad)?;
+            let entry = if head & (HIT | STORED) != 0 {
+                let e = usize::from(*raw.get(pos).ok_or(bad)?);
+                pos += 1;
+                if e >= RECENT {
+                    return Err(bad);
+                }
+                e
+            } else {
+                0
+            };
             let n = usize::try_from(read_var(raw, &mut pos).ok_or(bad)?).map_err(|_| bad)?;
             let end = n.checked_mul(8).and_then(|l| pos.checked_add(l)).filter(|&e| e <= raw.len()).ok_or(bad)?;
-            let node = mirror.apply(trie, head, &raw[pos..end]);
+            let node = mirror.apply(trie, head, entry, &raw[pos..end]);
             pos = end;
             put(out, node.into());
         }
@@ -169,6 +211,8 @@ mod tests {
             keep,
             from_archive,
             saved_archive,
+            hit: None,
+            stored: None,
             depth: keep + frames.len(),
             unwound: frames.len(),
             unknown_code: false,
@@ -216,6 +260,42 @@ mod tests {
         assert_eq!(stacks, vec![vec![1, 2, 3, 4], vec![1, 2, 5], vec![1, 6, 7], vec![1, 2, 5, 8], vec![]]);
         assert_eq!((events[2].addr, events[2].size, events[2].usable), (0x1010, 16, 24));
         assert_eq!(events[9].op, Op::Free);
+    }
+
+    #[test]
+    fn replays_recent_stacks() {
+        let mut buf = vec![0u8; 4096];
+        let mut pos = 0;
+        let mut e = EventEncoder::default();
+        e.begin(&mut buf, &mut pos, 7);
+        let with = |(c, f): (Capture, Vec<u64>), hit: Option<u8>, stored: Option<u8>| (Capture { hit, stored, ..c }, f);
+        let cmds = [
+            with(cmd(0, false, false, &[1, 2, 3]), None, Some(0)), // 1 2 3, kept as entry 0
+            with(cmd(1, false, false, &[4]), None, Some(5)),       // 1 4, kept as entry 5
+            with(cmd(3, false, false, &[]), Some(0), None),        // entry 0 again: 1 2 3
+            cmd(2, false, false, &[6]),                            // from it: 1 2 6
+            with(cmd(2, false, false, &[]), Some(5), None),        // entry 5: 1 4
+            cmd(2, false, false, &[7]),                            // from it: 1 4 7
+        ];
+        for (i, (c, f)) in cmds.iter().enumerate() {
+            e.alloc_unterminated(&mut buf, &mut pos, Op::Malloc, i as u64, 0x1000 + i as u64 * 16, 16, 24);
+            put_command(&mut buf, &mut pos, c, f);
+        }
+        let mut trie = Trie::new();
+        let mut out = Vec::new();
+        Mirrors::default().convert(&mut trie, &buf[..pos], &mut out).unwrap();
+        let paths = paths(&mut trie);
+        let stacks: Vec<Vec<u64>> =
+            EventDecoder::new(&out).unwrap().map(|e| paths[&e.unwrap().stack].clone()).collect();
+        assert_eq!(stacks, vec![vec![1, 2, 3], vec![1, 4], vec![1, 2, 3], vec![1, 2, 6], vec![1, 4], vec![1, 4, 7]]);
+        // An entry past the last is refused.
+        let mut bad = buf[..pos].to_vec();
+        let mut p = bad.len();
+        bad.resize(p + 64, 0);
+        e.alloc_unterminated(&mut bad, &mut p, Op::Malloc, 9, 0x2000, 16, 24);
+        let (c, f) = with(cmd(1, false, false, &[]), Some(16), None);
+        put_command(&mut bad, &mut p, &c, &f);
+        assert!(Mirrors::default().convert(&mut Trie::new(), &bad[..p], &mut Vec::new()).is_err());
     }
 
     #[test]

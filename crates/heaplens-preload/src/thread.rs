@@ -194,6 +194,7 @@ impl ThreadState {
         }
         self.stats.captures += 1;
         self.stats.unwound += c.unwound as u64;
+        self.stats.repeats += u64::from(c.hit.is_some());
         self.stats.depth += c.depth as u64;
         if self.check.is_some() {
             self.check_capture(caller, &c);

@@ -12,6 +12,10 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnwind, Unwinder};
 use heaplens_trace::Segment;
 
+mod recent;
+use recent::{Recent, RECENT_DEPTH};
+pub use recent::RECENT;
+
 /// Per-thread unwind-rule cache (allocation-free during unwinding).
 pub type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;
 
@@ -175,16 +179,7 @@ impl Chain {
     /// have overwritten at least one of them. `[lo, hi)` is readable stack.
     #[inline]
     fn outer_intact(&self, m: usize, lo: u64, hi: u64) -> bool {
-        if m == 0 {
-            return true;
-        }
-        // Slots grow towards the root: slot[0] is the highest, slot[m - 1] the lowest.
-        if self.slot[m - 1] < lo || self.slot[0] > hi - 8 {
-            return false;
-        }
-        // SAFETY: every slot lies within [lo, hi), checked above, and is 8-aligned (it came
-        // from a CFA, which the x86_64 ABI keeps 16-aligned at calls).
-        self.slot[..m].iter().zip(&self.ret[..m]).all(|(&s, &r)| unsafe { std::ptr::read(s as *const u64) } == r)
+        intact(&self.slot[..m], &self.ret[..m], lo, hi)
     }
 
     /// Makes frames `0..n` those of `other` (their nodes are copied by [`Walker::intern`],
@@ -193,6 +188,19 @@ impl Chain {
         self.ret[..n].copy_from_slice(&other.ret[..n]);
         self.slot[..n].copy_from_slice(&other.slot[..n]);
     }
+}
+
+/// True when every return address `ret[i]` still sits in its stack slot `slot[i]` (slots from
+/// a chain, highest first). `[lo, hi)` is readable stack.
+#[inline(always)]
+fn intact(slot: &[u64], ret: &[u64], lo: u64, hi: u64) -> bool {
+    let (Some(&highest), Some(&lowest)) = (slot.first(), slot.last()) else { return true };
+    if lowest < lo || highest > hi - 8 {
+        return false;
+    }
+    // SAFETY: every slot lies within [lo, hi), checked above, and is 8-aligned (it came from a
+    // CFA, which the x86_64 ABI keeps 16-aligned at calls).
+    slot.iter().zip(ret).all(|(&s, &r)| unsafe { std::ptr::read(s as *const u64) } == r)
 }
 
 /// A capture that throws away at least this many frames of the previous stack archives it.
@@ -219,16 +227,19 @@ pub struct Walker {
     memo_ret: Box<[u64]>,
     memo_parent: Box<[u32]>,
     memo_node: Box<[u32]>,
+    /// The last distinct stacks, for captures that repeat one.
+    recent: Recent,
     /// Whether captures may stop where they meet a recent stack (off: unwind everything, for
     /// checking that both give the same stacks).
     pub incremental: bool,
 }
 
 /// What one capture found, and how it changed the walker's chains: the new stack is the first
-/// `keep` frames of the previous stack (or of the archive, when `from_archive`), then the frames
-/// [`Walker::new_frames`] lists. `saved_archive` says the previous stack, whole, became the
-/// archive before that. The writer's mirror of the chains ([`crate::resolve`]) replays exactly
-/// this.
+/// `keep` frames of the previous stack (or of the archive, when `from_archive`; or the whole
+/// stack of recent entry `hit`), then the frames [`Walker::new_frames`] lists. `saved_archive`
+/// says the previous stack, whole, became the archive before that; `stored`, that the new
+/// stack then became recent entry `stored`. The writer's mirror of the chains
+/// ([`crate::resolve`]) replays exactly this.
 #[derive(Debug, Clone, Copy)]
 pub struct Capture {
     /// Frames kept from the previous stack or the archive.
@@ -237,6 +248,10 @@ pub struct Capture {
     pub from_archive: bool,
     /// The previous stack was copied to the archive first.
     pub saved_archive: bool,
+    /// The stack is that of this recent entry (`keep` is its depth; no new frames).
+    pub hit: Option<u8>,
+    /// The new stack was kept as this recent entry.
+    pub stored: Option<u8>,
     /// Frames in the stack.
     pub depth: usize,
     /// Frames that had to be unwound (the rest were matched to a recent stack).
@@ -258,6 +273,7 @@ impl Walker {
             memo_ret: vec![0; n].into_boxed_slice(),
             memo_parent: vec![0; n].into_boxed_slice(),
             memo_node: vec![0; n].into_boxed_slice(),
+            recent: Recent::new(),
             incremental: true,
         }
     }
@@ -274,6 +290,7 @@ impl Walker {
         self.archive.len = 0;
         self.archive.whole = false;
         self.memo_node.fill(0);
+        self.recent.forget();
     }
 
     /// Captures the stack of the program's call into the allocator, from `caller`'s frame
@@ -296,6 +313,8 @@ impl Walker {
                 keep: 0,
                 from_archive: false,
                 saved_archive: false,
+                hit: None,
+                stored: None,
                 depth: 0,
                 unwound: 0,
                 unknown_code: false,
@@ -313,6 +332,14 @@ impl Walker {
         };
         // SAFETY: checked readable above.
         let mut ret = unsafe { std::ptr::read(first_slot as *const u64) };
+        let recent = self.incremental && self.recent.active();
+        if recent {
+            let found = self.recent.find(first_slot, ret, sp, hi);
+            self.recent.account(found.is_some());
+            if let Some(e) = found {
+                return self.repeat(e);
+            }
+        }
         let mut slot = first_slot;
         let mut regs = UnwindRegsX86_64::new(ret, caller.cfa, caller.bp);
         let mut n = 0;
@@ -386,7 +413,35 @@ impl Walker {
         self.cur.len = keep + take;
         // A walk that stopped in unknown code ends differently once the module is known.
         self.cur.whole = whole && !unknown_code;
-        Capture { keep, from_archive, saved_archive, depth: self.cur.len, unwound: n, unknown_code }
+        let stored = (recent && self.cur.whole && (1..=RECENT_DEPTH).contains(&self.cur.len))
+            .then(|| self.recent.store(&self.cur) as u8);
+        Capture { keep, from_archive, saved_archive, hit: None, stored, depth: self.cur.len, unwound: n, unknown_code }
+    }
+
+    /// The capture of a stack that is recent entry `e`'s: it becomes the current chain (the
+    /// previous one first archived if the archive would have kept it).
+    #[inline(always)]
+    fn repeat(&mut self, e: usize) -> Capture {
+        let saved_archive = self.cur.whole && self.cur.len > RECENT_DEPTH && self.cur.len > self.archive.len;
+        if saved_archive {
+            let len = self.cur.len;
+            self.archive.copy_prefix(&self.cur, len);
+            self.archive.len = len;
+            self.archive.whole = true;
+        }
+        let len = self.recent.load(e, &mut self.cur);
+        self.cur.len = len;
+        self.cur.whole = true;
+        Capture {
+            keep: len,
+            from_archive: false,
+            saved_archive,
+            hit: Some(e as u8),
+            stored: None,
+            depth: len,
+            unwound: 0,
+            unknown_code: false,
+        }
     }
 
     /// The stack the last capture recorded, outermost frame first (return addresses).
@@ -411,7 +466,13 @@ impl Walker {
             // The previous stack's nodes are still in place: only frames from `keep` on change.
             let len = self.archive.len;
             self.archive.node[..len].copy_from_slice(&self.cur.node[..len]);
-        } else if c.from_archive {
+        }
+        if let Some(e) = c.hit {
+            let nodes = self.recent.nodes_mut(usize::from(e));
+            self.cur.node[..c.depth].copy_from_slice(nodes);
+            return if c.depth > 0 { self.cur.node[c.depth - 1] } else { 0 };
+        }
+        if c.from_archive {
             self.cur.node[..c.keep].copy_from_slice(&self.archive.node[..c.keep]);
         }
         let mut id = if c.keep > 0 { self.cur.node[c.keep - 1] } else { 0 };
@@ -425,6 +486,9 @@ impl Walker {
                 child
             };
             self.cur.node[j] = id;
+        }
+        if let Some(e) = c.stored {
+            self.recent.nodes_mut(usize::from(e)).copy_from_slice(&self.cur.node[..c.depth]);
         }
         id
     }

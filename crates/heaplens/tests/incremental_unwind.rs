@@ -1,10 +1,11 @@
 //! The monitor's incremental stack walk (stop unwinding where the stack meets the previous one)
 //! must record exactly the stacks a full unwind records. Each program here runs twice, once with
 //! `HEAPLENS_FULL_UNWIND=1`, and every table that depends on call stacks must come out equal.
-//! The incremental run leaves its stacks to the writer thread (stack commands replayed on a
-//! mirror of the walker's chains), the full run interns them in place, so the two interning
-//! paths are checked against each other too, whatever the machine's processor count; and the
-//! first writes its events as columns, the second as rows, so the two layouts are as well.
+//! The incremental walk runs twice: once leaving its stacks to the writer thread (stack
+//! commands replayed on a mirror of the walker's chains and recent stacks), once interning
+//! them in place like the full run, so both interning paths are checked, whatever the machine's
+//! processor count; and the first writes its events as columns, the others as rows, so the two
+//! layouts are as well.
 //!
 //! The incremental run also unwinds every stack a second time, whole, on the same call
 //! (`HEAPLENS_CHECK_UNWIND=1`), and no stack may differ. That check is all a program whose
@@ -25,16 +26,16 @@ fn stack_tables(v: &Value) -> Value {
     })
 }
 
-fn both_ways(name: &str, env: &[(&str, &str)], program: &std::path::Path, args: &[&str]) -> (Value, Value) {
+/// The reports of an incremental run interning in the writer, one interning in the thread, and
+/// a full run; with the share of the first run's captures that repeated a recent stack.
+fn three_ways(name: &str, env: &[(&str, &str)], program: &std::path::Path, args: &[&str]) -> ([Value; 3], f64) {
     let dir = WorkDir::new(name);
     let mut reports = Vec::new();
-    for full in ["0", "1"] {
-        let trace = dir.join(format!("{name}-{full}.hltrace"));
+    let mut repeats = 0.0;
+    for (full, intern, columns) in [("0", "writer", "1"), ("0", "thread", "0"), ("1", "thread", "0")] {
+        let trace = dir.join(format!("{name}-{full}-{intern}.hltrace"));
         let mut e: Vec<(&str, &str)> = env.to_vec();
-        e.push(("HEAPLENS_FULL_UNWIND", full));
-        e.push(("HEAPLENS_INTERN", if full == "1" { "thread" } else { "writer" }));
-        // And events as columns one way, rows the other.
-        e.push(("HEAPLENS_COLUMNS", if full == "1" { "0" } else { "1" }));
+        e.extend([("HEAPLENS_FULL_UNWIND", full), ("HEAPLENS_INTERN", intern), ("HEAPLENS_COLUMNS", columns)]);
         if full == "0" {
             e.extend([("HEAPLENS_CHECK_UNWIND", "1"), ("HEAPLENS_STATS", "1")]);
         }
@@ -43,11 +44,22 @@ fn both_ways(name: &str, env: &[(&str, &str)], program: &std::path::Path, args: 
         if full == "0" {
             assert_checked(name, &out.stderr, u(&r, "summary/allocations"));
         }
+        if intern == "writer" {
+            repeats = repeated_share(name, &out.stderr);
+        }
         reports.push(r);
     }
-    let full = reports.pop().unwrap();
-    let incremental = reports.pop().unwrap();
-    (incremental, full)
+    (reports.try_into().unwrap(), repeats)
+}
+
+/// The share of captures that repeated a recent stack, from the `HEAPLENS_STATS=1` line.
+fn repeated_share(name: &str, stderr: &str) -> f64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("heaplens: ") && l.contains("stacks captured"))
+        .unwrap_or_else(|| panic!("{name}: no capture statistics in\n{stderr}"));
+    let pct = line.split_whitespace().find_map(|w| w.strip_suffix('%')).unwrap_or_else(|| panic!("{name}: {line:?}"));
+    pct.parse::<f64>().unwrap() / 100.0
 }
 
 /// Asserts that the monitor's same-run check (`HEAPLENS_CHECK_UNWIND=1`, printed on `stderr`)
@@ -67,21 +79,24 @@ fn assert_checked(name: &str, stderr: &str, allocations: u64) {
     );
 }
 
-fn assert_same_stacks(name: &str, env: &[(&str, &str)], program: &std::path::Path, args: &[&str]) -> Value {
-    let (inc, full) = both_ways(name, env, program, args);
+/// Runs the program the three ways and checks that they record the same stacks; returns the
+/// first report and the share of its captures that repeated a recent stack.
+fn assert_same_stacks(name: &str, env: &[(&str, &str)], program: &std::path::Path, args: &[&str]) -> (Value, f64) {
+    let ([inc, inc_thread, full], repeats) = three_ways(name, env, program, args);
     assert!(u(&inc, "summary/allocations") > 0, "{name}: nothing recorded");
-    assert_eq!(stack_tables(&inc), stack_tables(&full), "{name}: incremental and full unwinding disagree");
+    assert_eq!(stack_tables(&inc), stack_tables(&full), "{name}: incremental (writer) and full unwinding disagree");
+    assert_eq!(stack_tables(&inc_thread), stack_tables(&full), "{name}: incremental (thread) and full unwinding disagree");
     for key in ["summary/allocations", "summary/deallocations", "summary/leaked_objects", "summary/leaked_bytes"] {
         assert_eq!(u(&inc, key), u(&full, key), "{name}: {key} differs between columns and rows");
     }
-    inc
+    (inc, repeats)
 }
 
 #[test]
 fn deep_recursion_same_stacks_and_every_stack_reaches_main() {
     let dir = WorkDir::new("deep-build");
     let exe = compile_c(&dir, "deep.c", &[]);
-    let v = assert_same_stacks("deep", &[], &exe, &["3000"]);
+    let (v, _) = assert_same_stacks("deep", &[], &exe, &["3000"]);
     // Every allocation of `leaf` (depth 100..300, far past heaptrack's 64-frame cut) has main
     // on its path: main's inclusive calls equal all of leaf's calls.
     let leaf = graph_entry(&v, "leaf").expect("leaf in the call graph");
@@ -94,7 +109,10 @@ fn deep_recursion_same_stacks_and_every_stack_reaches_main() {
 fn widgets_same_stacks() {
     let dir = WorkDir::new("widgets-build");
     let exe = compile_c(&dir, "widgets.c", &[]);
-    assert_same_stacks("widgets", &[], &exe, &["5000"]);
+    let (_, repeats) = assert_same_stacks("widgets", &[], &exe, &["5000"]);
+    // Its two stacks share their innermost frame (`malloc` in make_widget) and come in random
+    // order: after the first of each, every capture repeats one of them.
+    assert!(repeats > 0.99, "widgets: only {:.1}% of captures repeated a recent stack", repeats * 100.0);
 }
 
 #[test]
