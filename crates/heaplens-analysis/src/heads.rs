@@ -72,6 +72,15 @@ impl Heads {
         }
     }
 
+    /// The number of keys.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        match self {
+            Heads::Sorted(v) => v.len(),
+            Heads::Heap(h) => h.len(),
+        }
+    }
+
     /// Removes every key.
     pub fn clear(&mut self) {
         *self = Heads::default();

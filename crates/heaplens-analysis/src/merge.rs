@@ -121,6 +121,16 @@ impl<'a> Stream<'a> {
     }
 }
 
+/// How [`Merger::run_pair`] ended.
+enum Pair {
+    /// Events were replayed, or a payload ended.
+    Replayed,
+    /// Nothing could be (the next event is for the general loop).
+    Nothing,
+    /// The merger was interrupted as a payload ended.
+    Interrupted,
+}
+
 /// A tail merger (see [`Merger::tail`]) keeps the first two payloads of each stream: the one
 /// the cut falls in and the next, where the merger replaying up to the cut looks for its end.
 const TAIL_KEEPS: usize = 2;
@@ -214,6 +224,13 @@ impl<'a> Merger<'a> {
             if ts > horizon {
                 return;
             }
+            if self.heap.len() >= 2 {
+                match self.run_pair(st, horizon) {
+                    Pair::Interrupted => return,
+                    Pair::Replayed => continue,
+                    Pair::Nothing => {}
+                }
+            }
             self.heap.pop();
             let limit = match self.heap.peek() {
                 Some(k) => k.min((horizon, u32::MAX)),
@@ -255,6 +272,79 @@ impl<'a> Merger<'a> {
                 }
             }
             st.end_run(i, last, n, last_ts, max_ts);
+        }
+    }
+
+    /// Two threads allocating at once interleave their events in runs of two or three, and each
+    /// run's end (a mispredicted branch, a queue operation, a cursor switch) cost about as much
+    /// as replaying its events. This replays the two streams with the oldest heads without
+    /// runs: each step replays the older of the two heads, picked by index rather than by a
+    /// branch, and takes the next event of its stream, until a payload ends, or an event passes
+    /// `horizon` or the third stream's head; the heads then go back to the queue.
+    fn run_pair<C: Counter, const TAIL: bool>(&mut self, st: &mut Counts<C, TAIL>, horizon: u64) -> Pair {
+        let (Some((_, x)), Some((_, y))) = (self.heap.pop(), self.heap.pop()) else { unreachable!("two heads") };
+        let ids = [x.min(y), x.max(y)];
+        // Stream t's events replay while their timestamps stay below bound[t]: up to the
+        // horizon, and before the third head in (timestamp, stream) order. (An event at the
+        // largest timestamp is left to the general loop.)
+        let bound = ids.map(|i| {
+            let third = match self.heap.peek() {
+                Some((ts, j)) if i < j => ts.saturating_add(1),
+                Some((ts, _)) => ts,
+                None => u64::MAX,
+            };
+            third.min(horizon.saturating_add(1))
+        });
+        let Ok([s0, s1]) = self.streams.get_disjoint_mut(ids.map(|i| i as usize)) else { unreachable!("two streams") };
+        let mut h = [s0.head.take().expect("a head"), s1.head.take().expect("a head")];
+        // The older head first: the first run begun sets the replay's first timestamp.
+        let mut last = [0; 2];
+        let first = usize::from(h[1].ts < h[0].ts);
+        for t in [first, 1 - first] {
+            last[t] = st.begin_run(ids[t], h[t].ts);
+        }
+        let (mut n, mut max_ts) = ([0u64; 2], [0u64; 2]);
+        let mut last_ts = 0;
+        // The stream whose payload ended, if one did.
+        let mut ended = 2;
+        {
+            let (Some(c0), Some(c1)) = (s0.cur.as_mut(), s1.cur.as_mut()) else { unreachable!("heads come from cursors") };
+            let cursors = [c0, c1];
+            loop {
+                // Ties go to the first stream, as in the queue's (timestamp, stream) order.
+                let t = usize::from(h[1].ts < h[0].ts);
+                let ts = h[t].ts;
+                if ts >= bound[t] {
+                    break;
+                }
+                st.event(&h[t], &mut last[t]);
+                n[t] += 1;
+                max_ts[t] = max_ts[t].max(ts);
+                last_ts = ts;
+                match cursors[t].next() {
+                    Some(e) => h[t] = e,
+                    None => {
+                        ended = t;
+                        break;
+                    }
+                }
+            }
+        }
+        for (t, s) in [s0, s1].into_iter().enumerate() {
+            if n[t] > 0 {
+                st.end_run(ids[t], last[t], n[t], last_ts, max_ts[t]);
+            }
+            s.head = if t == ended { s.next(&mut self.pool, &mut self.malformed) } else { Some(h[t]) };
+            if let Some(e) = &s.head {
+                self.heap.push((e.ts, ids[t]));
+            }
+        }
+        if ended < 2 && self.interrupt.as_deref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            Pair::Interrupted
+        } else if n == [0, 0] && ended == 2 {
+            Pair::Nothing
+        } else {
+            Pair::Replayed
         }
     }
 

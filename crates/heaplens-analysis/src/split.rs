@@ -120,7 +120,7 @@ mod tests {
     use super::*;
     use crate::decode::{tagged, ROWS};
     use crate::replay::{Replay, State};
-    use heaplens_trace::{EventEncoder, Op, TimeMap};
+    use heaplens_trace::{Event, EventEncoder, Op, TimeMap};
 
     /// A program of `threads` threads taking turns in random order: allocations (some failed,
     /// some right away released), reallocations, releases, `free(NULL)`, releases of unknown
@@ -129,6 +129,12 @@ mod tests {
     /// pool, as allocators reuse them. Each thread's events go into payloads of 40 events. With
     /// an odd `seed` the last 100 events only allocate.
     fn program(threads: u32, events: usize, forget: bool, seed: u64) -> Vec<(u32, Vec<Vec<u8>>)> {
+        program_ticks(threads, events, forget, seed, 1)
+    }
+
+    /// [`program`] with timestamps divided by `tick`: events of different threads at the same
+    /// time.
+    fn program_ticks(threads: u32, events: usize, forget: bool, seed: u64, tick: u64) -> Vec<(u32, Vec<Vec<u8>>)> {
         let mut x = seed;
         let mut rnd = move |n: u64| {
             x ^= x << 13;
@@ -147,7 +153,7 @@ mod tests {
         }
         for i in 0..events as u64 {
             let t = rnd(u64::from(threads)) as usize;
-            let ts = 1000 + i * 3 + rnd(2);
+            let ts = (1000 + i * 3 + rnd(2)) / tick;
             let (buf, pos, enc, n) = &mut bufs[t];
             let stack = rnd(7) as u32 + 1;
             let size = [8, 24, 40, 100, 700, 3000, 70_000][rnd(7) as usize];
@@ -228,6 +234,29 @@ mod tests {
                 let got = split(&threads, cut).unwrap_or_else(|| panic!("seed {seed} cut {cut}: not joined"));
                 assert_eq!(format!("{got:?}"), want, "seed {seed} cut {cut}");
             }
+        }
+    }
+
+    /// The merger's replay (runs of one thread, two threads stepped together, the queue of
+    /// heads) counts what one replay of every event in (timestamp, thread) order does.
+    #[test]
+    fn merge_order_is_timestamp_then_thread() {
+        for (threads, tick, seed) in [(1, 1, 1), (2, 1, 2), (2, 8, 3), (3, 4, 5), (5, 16, 7), (40, 2, 9)] {
+            let program = program_ticks(threads, 6000, false, seed, tick);
+            let mut all: Vec<(u64, usize, usize, Event)> = Vec::new();
+            for (t, (_, payloads)) in program.iter().enumerate() {
+                for p in payloads {
+                    let mut events = Vec::new();
+                    assert!(!crate::rows::decode_all(crate::decode::untag(p).0, &mut events));
+                    for e in events {
+                        all.push((e.ts, t, all.len(), e));
+                    }
+                }
+            }
+            all.sort_unstable_by_key(|&(ts, t, i, _)| (ts, t, i));
+            let want = crate::replay::replay(all.into_iter().map(|(.., e)| e));
+            let got = sequential(&program);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{threads} threads, tick {tick}");
         }
     }
 
