@@ -308,7 +308,9 @@ impl<'a> Merger<'a> {
         // The stream whose payload ended, if one did.
         let mut ended = 2;
         {
-            let (Some(c0), Some(c1)) = (s0.cur.as_mut(), s1.cur.as_mut()) else { unreachable!("heads come from cursors") };
+            let (Some(c0), Some(c1)) = (s0.cur.as_mut(), s1.cur.as_mut()) else {
+                unreachable!("heads come from cursors")
+            };
             let cursors = [c0, c1];
             loop {
                 // Ties go to the first stream, as in the queue's (timestamp, stream) order.

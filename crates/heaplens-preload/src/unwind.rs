@@ -13,8 +13,8 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, MustNotAllocateDuringUnw
 use heaplens_trace::Segment;
 
 mod recent;
-use recent::{Recent, RECENT_DEPTH};
 pub use recent::RECENT;
+use recent::{Recent, RECENT_DEPTH};
 
 /// Per-thread unwind-rule cache (allocation-free during unwinding).
 pub type Cache = CacheX86_64<MustNotAllocateDuringUnwind>;

@@ -85,7 +85,11 @@ fn assert_same_stacks(name: &str, env: &[(&str, &str)], program: &std::path::Pat
     let ([inc, inc_thread, full], repeats) = three_ways(name, env, program, args);
     assert!(u(&inc, "summary/allocations") > 0, "{name}: nothing recorded");
     assert_eq!(stack_tables(&inc), stack_tables(&full), "{name}: incremental (writer) and full unwinding disagree");
-    assert_eq!(stack_tables(&inc_thread), stack_tables(&full), "{name}: incremental (thread) and full unwinding disagree");
+    assert_eq!(
+        stack_tables(&inc_thread),
+        stack_tables(&full),
+        "{name}: incremental (thread) and full unwinding disagree"
+    );
     for key in ["summary/allocations", "summary/deallocations", "summary/leaked_objects", "summary/leaked_bytes"] {
         assert_eq!(u(&inc, key), u(&full, key), "{name}: {key} differs between columns and rows");
     }

@@ -42,7 +42,7 @@ pub(super) struct Recent {
     ret: Box<[u64]>,
     slot: Box<[u64]>,
     /// Trie nodes, when the thread interns its own stacks.
-    pub node: Box<[u32]>,
+    node: Box<[u32]>,
     /// Whether every capture uses the cache (else one in [`PROBE_EVERY`]).
     on: bool,
     /// Captures that used the cache in this window, and how many of them hit.
