@@ -1,7 +1,7 @@
 //! The aggregated (long-run) mode, `heaplens run --aggregate`: instead of an event per call,
 //! each thread adds to per-stack and per-size counters, and a map of live blocks (address →
 //! stack, size) keeps leaks and the in-use total exact. The trace gets an Aggregate record at
-//! exit and whenever the program receives SIGUSR2, so it grows with the number of distinct
+//! exit and whenever `heaplens snapshot` asks for one, so it grows with the number of distinct
 //! call stacks, not with the number of allocations (mprof kept such counters in-process;
 //! memray's aggregated mode is the modern equivalent).
 
@@ -20,7 +20,6 @@ static IN_USE: AtomicU64 = AtomicU64::new(0);
 static PEAK: AtomicU64 = AtomicU64::new(0);
 static PEAK_TS: AtomicU64 = AtomicU64::new(0);
 static UNMATCHED: AtomicU64 = AtomicU64::new(0);
-static SNAPSHOT_WANTED: AtomicBool = AtomicBool::new(false);
 
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<rustc_hash::FxHasher>>;
 /// One shard of the live-block map: address → (stack id, requested size in bytes).
@@ -31,24 +30,9 @@ static LIVE: [Mutex<Option<LiveShard>>; SHARDS] = [const { Mutex::new(None) }; S
 /// Counters of threads that have exited.
 static RETIRED: Mutex<Option<Counters>> = Mutex::new(None);
 
-/// Turns the mode on, and makes SIGUSR2 ask for a snapshot when the program leaves that
-/// signal at its default. Call at start-up.
+/// Turns the mode on. Call at start-up.
 pub fn enable() {
     ENABLED.store(true, Ordering::Relaxed);
-    extern "C" fn on_sigusr2(_: libc::c_int) {
-        SNAPSHOT_WANTED.store(true, Ordering::Relaxed);
-    }
-    // SAFETY: queries, then installs, a handler that only stores to an atomic.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGUSR2, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_DFL {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_sigusr2 as extern "C" fn(libc::c_int) as usize;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
-        }
-    }
 }
 
 /// True in aggregated mode.
@@ -57,9 +41,12 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-/// True (once) when SIGUSR2 asked for a snapshot since the last call.
-pub fn snapshot_wanted() -> bool {
-    SNAPSHOT_WANTED.swap(false, Ordering::Relaxed)
+/// True (once per request) when `heaplens snapshot` asked for a snapshot of the trace at
+/// `trace`: it creates the request file ([`heaplens_trace::snapshot_request_path`]), which is
+/// removed here, telling it the request was taken. A file, not a signal: the program's signals
+/// stay its own.
+pub fn snapshot_wanted(trace: &std::path::Path) -> bool {
+    std::fs::remove_file(heaplens_trace::snapshot_request_path(trace)).is_ok()
 }
 
 /// One thread's counters.

@@ -16,7 +16,7 @@
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::UnsafeCell;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Size classes of small blocks: 16 B to 32 KiB.
 const CLASSES: usize = 12;
@@ -90,13 +90,61 @@ fn pages(n: usize) -> usize {
 }
 
 /// Fresh zeroed memory from the kernel, or null.
-unsafe fn map(len: usize) -> *mut u8 {
+unsafe fn map_fresh(len: usize) -> *mut u8 {
     let p =
         libc::mmap(null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
     if p == libc::MAP_FAILED {
         null_mut()
     } else {
         p.cast()
+    }
+}
+
+/// Bytes set aside at start-up for when the kernel refuses the monitor memory.
+const RESERVE: usize = 16 << 20;
+/// The reserve's unused part: next free byte and end (0 when there is none).
+static RESERVE_NEXT: AtomicUsize = AtomicUsize::new(0);
+static RESERVE_END: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets memory aside (address space only, no pages until used) so that the monitor never has to
+/// abort the program when memory runs out: a failing Rust allocation aborts the process, so
+/// when the kernel refuses a mapping (the program exhausted `ulimit -v`, say), the monitor stops
+/// recording and finishes its work in the reserve. Call once at start-up.
+pub fn set_reserve_aside() {
+    // SAFETY: a fresh private mapping.
+    let p = unsafe {
+        libc::mmap(
+            null_mut(),
+            RESERVE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p != libc::MAP_FAILED {
+        RESERVE_END.store(p as usize + RESERVE, Ordering::Relaxed);
+        RESERVE_NEXT.store(p as usize, Ordering::Release);
+    }
+}
+
+/// Fresh zeroed memory: from the kernel, else (recording then stops) from the reserve, else
+/// null.
+unsafe fn map(len: usize) -> *mut u8 {
+    let p = map_fresh(len);
+    if !p.is_null() {
+        return p;
+    }
+    crate::disable("out of memory: the monitor cannot get memory for its buffers");
+    let mut at = RESERVE_NEXT.load(Ordering::Acquire);
+    loop {
+        if at == 0 || at + len > RESERVE_END.load(Ordering::Relaxed) {
+            return null_mut();
+        }
+        match RESERVE_NEXT.compare_exchange_weak(at, at + pages(len), Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return at as *mut u8,
+            Err(now) => at = now,
+        }
     }
 }
 
@@ -233,11 +281,16 @@ unsafe impl GlobalAlloc for MonitorHeap {
                     return p;
                 }
                 let q = libc::mremap(p.cast(), old_len, new_len, libc::MREMAP_MAYMOVE);
-                if q == libc::MAP_FAILED {
-                    null_mut()
-                } else {
-                    q.cast()
+                if q != libc::MAP_FAILED {
+                    return q.cast();
                 }
+                // Out of memory (or a block of the reserve): copy, through the reserve if need be.
+                let q = self.alloc(new);
+                if !q.is_null() {
+                    std::ptr::copy_nonoverlapping(p, q, l.size().min(n));
+                    self.dealloc(p, l);
+                }
+                q
             }
             _ => {
                 let q = self.alloc(new);

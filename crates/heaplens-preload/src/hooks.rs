@@ -19,6 +19,7 @@ fn enter() -> Option<Guard> {
     if crate::active() {
         Guard::enter()
     } else {
+        crate::note_unrecorded();
         None
     }
 }
@@ -129,6 +130,12 @@ macro_rules! dealloc_hook {
             use super::*;
             pub unsafe extern "C" fn imp($p: P $(, $a: $t)*) {
                 if $p.is_null() {
+                    // Counted as a null free; a sample has no use for them.
+                    if !sampling::enabled() {
+                        if let Some(_g) = enter() {
+                            record::dealloc($op, $p);
+                        }
+                    }
                     return call::$real($p $(, $a)*);
                 }
                 if sampling::skip_free($p as u64) {
@@ -272,6 +279,8 @@ dealloc_hook!(_ZdaPvSt11align_val_tRKSt9nothrow_t => delete_array_aligned_nothro
 #[allow(clippy::missing_safety_doc)]
 #[no_mangle]
 pub unsafe extern "C" fn _exit(status: i32) -> ! {
+    // In a vfork child (after a failed exec, say) this is the parent's memory: `shutdown`
+    // leaves it alone.
     crate::shutdown();
     call::exit_(status);
     libc::syscall(libc::SYS_exit_group, status as libc::c_long);

@@ -24,10 +24,12 @@
 
 pub mod activity;
 pub mod aggregate;
+pub mod crash;
 pub mod fastpath;
 pub mod heap;
 pub mod hooks;
 pub mod intern;
+pub mod lifetime;
 pub mod modules;
 pub mod output;
 pub mod owner_lock;
@@ -39,10 +41,11 @@ pub mod sampling;
 pub mod sysalloc;
 pub mod thread;
 pub mod tls;
+pub mod trace_file;
 pub mod unwind;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use heaplens_trace::ProcessRecord;
@@ -86,8 +89,18 @@ pub fn config() -> &'static Config {
 
 const OFF: u8 = 0;
 const ON: u8 = 1;
-const DONE: u8 = 2;
+/// Not recording any more (out of memory, an internal error), but the trace is still open: what
+/// was recorded is written out at exit, with the count of calls that went unrecorded.
+const STOPPED: u8 = 2;
+const DONE: u8 = 3;
 static STATE: AtomicU8 = AtomicU8::new(OFF);
+
+/// Allocation calls that passed through unrecorded after recording stopped.
+static UNRECORDED: AtomicU64 = AtomicU64::new(0);
+
+/// The process whose trace this monitor writes (updated in a forked child). In a `vfork` child,
+/// which shares the parent's memory, `getpid()` differs: the monitor then touches nothing.
+static PID: AtomicU32 = AtomicU32::new(0);
 
 /// True while events are being recorded.
 #[inline(always)]
@@ -95,9 +108,46 @@ pub fn active() -> bool {
     STATE.load(Ordering::Relaxed) == ON
 }
 
-/// Stops recording for good (the program goes on untouched) and says why, once.
+/// Counts a call that went unrecorded because recording stopped early (not after a clean
+/// shutdown, when late destructors are expected to pass through).
+#[cold]
+pub fn note_unrecorded() {
+    if STATE.load(Ordering::Relaxed) == STOPPED {
+        UNRECORDED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Calls that went unrecorded since recording stopped early.
+pub fn unrecorded() -> u64 {
+    UNRECORDED.load(Ordering::Relaxed)
+}
+
+/// Whether the trace is still open: recording, or stopped early with its data still to write.
+pub fn trace_open() -> bool {
+    matches!(STATE.load(Ordering::Relaxed), ON | STOPPED)
+}
+
+/// True in the process the monitor started in (or a forked child after its fork handler), false
+/// in a `vfork` child running on the parent's memory.
+pub fn own_process() -> bool {
+    // SAFETY: no preconditions.
+    PID.load(Ordering::Relaxed) == unsafe { libc::getpid() } as u32
+}
+
+/// Stops recording (the program goes on untouched) and says why, once. What was recorded is
+/// still written at exit, marked with the number of calls that went unrecorded.
 pub fn disable(why: &str) {
-    if STATE.swap(DONE, Ordering::AcqRel) == ON {
+    if STATE.compare_exchange(ON, STOPPED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        eprintln!("heaplens: {why}; recording stopped, the program continues");
+    }
+}
+
+/// Stops recording for good without writing anything more (the trace cannot be written).
+pub fn abandon(why: &str) {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    STATE.store(DONE, Ordering::Release);
+    // Also while the final write-out runs (state already DONE): say it once.
+    if !SAID.swap(true, Ordering::AcqRel) {
         eprintln!("heaplens: {why}; recording stopped, the program continues");
     }
 }
@@ -125,6 +175,9 @@ extern "C" fn init() {
 
 fn start() {
     tls::init_fast_path();
+    heap::set_reserve_aside();
+    PID.store(std::process::id(), Ordering::Relaxed);
+    procinfo::note_main_stack();
     real::resolve_all();
     let Some(out) = std::env::var_os("HEAPLENS_OUTPUT") else { return };
     let pid = std::process::id();
@@ -175,6 +228,7 @@ fn start() {
     // SAFETY: plain function pointers with C ABI.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     STATE.store(ON, Ordering::Release);
+    crash::install();
     fastpath::arm();
     if output::writer_needed() {
         output::ensure_writer();
@@ -250,11 +304,20 @@ extern "C" fn fini() {
 
 /// Writes out everything recorded and the End block; later events pass through unrecorded.
 pub fn shutdown() {
+    shutdown_with(output::Checkpoint::Exit);
+}
+
+/// [`shutdown`], for the reason given (a fatal signal skips what may not run in its handler).
+pub fn shutdown_with(why: output::Checkpoint) {
+    if !own_process() {
+        return; // a vfork child: the trace and every buffer are the parent's
+    }
     let slot = tls::slot();
     let saved = slot.guard;
     slot.guard = 1;
-    if STATE.compare_exchange(ON, DONE, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-        let _ = std::panic::catch_unwind(output::finish);
+    let was = STATE.swap(DONE, Ordering::AcqRel);
+    if was == ON || was == STOPPED {
+        let _ = std::panic::catch_unwind(|| output::checkpoint(why));
     }
     slot.guard = saved;
 }
@@ -262,7 +325,7 @@ pub fn shutdown() {
 static mut FORK_LOCKS: Option<output::ForkLocks> = None;
 
 extern "C" fn fork_prepare() {
-    if !active() {
+    if !trace_open() {
         return;
     }
     tls::slot().guard += 1;
@@ -291,7 +354,7 @@ extern "C" fn fork_parent() {
     unlock_heap_after_fork();
     // SAFETY: as in fork_prepare.
     let held = unsafe { (*std::ptr::addr_of_mut!(FORK_LOCKS)).take() };
-    if held.is_some() || active() {
+    if held.is_some() || trace_open() {
         drop(held);
         tls::slot().guard -= 1;
     }
@@ -301,10 +364,11 @@ extern "C" fn fork_child() {
     unlock_heap_after_fork();
     // SAFETY: as in fork_prepare.
     let held = unsafe { (*std::ptr::addr_of_mut!(FORK_LOCKS)).take() };
-    if held.is_none() && !active() {
+    if held.is_none() && !trace_open() {
         return;
     }
     drop(held);
+    PID.store(std::process::id(), Ordering::Relaxed);
     let r = std::panic::catch_unwind(|| {
         owner_lock::init();
         let me = thread::current().map(|s| {

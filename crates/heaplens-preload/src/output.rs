@@ -1,11 +1,9 @@
 //! The trace file and the writer thread. Threads hand filled event buffers over through a
 //! queue; the writer frames them into checksummed, compressed blocks (Zstandard, or LZ4 for
-//! rows while the program keeps every processor busy). Every ~100 ms it also
+//! rows while the program keeps every processor busy). Every 10 ms it also
 //! sweeps partly filled buffers, so a process killed with SIGKILL loses at most that much.
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -15,11 +13,12 @@ use heaplens_trace::record::EndRecord;
 use heaplens_trace::{BlockKind, BlockWriter, Codec, ColumnEncoder, ModuleRecord, ProcessRecord, ThreadName};
 
 use crate::activity::Activity;
+use crate::trace_file::TraceFile;
 use crate::{intern, modules, procinfo, resolve, thread, tls};
 
 /// The open trace, and where it is.
 pub struct Sink {
-    writer: BlockWriter<File>,
+    writer: BlockWriter<TraceFile>,
     /// The path of this process's trace.
     pub path: PathBuf,
     events: u64,
@@ -142,8 +141,9 @@ pub fn sampled() {
     }
 }
 
-/// How often partly filled buffers are written out, in nanoseconds.
-const SWEEP_NS: u64 = 100_000_000;
+/// How often partly filled buffers are written out, in nanoseconds: what a process killed with
+/// SIGKILL loses at most.
+const SWEEP_NS: u64 = 10_000_000;
 
 /// Queues a non-event block.
 pub fn extra(kind: BlockKind, payload: Vec<u8>) {
@@ -176,7 +176,7 @@ pub fn open(path: &Path, process: &ProcessRecord) -> io::Result<PathBuf> {
     candidates.extend((1..100).map(|n| PathBuf::from(format!("{}.{pid}.{n}", path.display()))));
     let mut last = io::Error::other("no candidate path");
     for p in candidates {
-        match OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(libc::O_CLOEXEC).open(&p) {
+        match TraceFile::create_new(&p) {
             Ok(f) => {
                 let mut writer = BlockWriter::new(f)?;
                 writer.write_block(BlockKind::Process, &process.encode())?;
@@ -207,6 +207,9 @@ pub fn ensure_writer() {
     // (std's thread start-up would be recorded as the program's).
     extern "C" fn start(_: *mut libc::c_void) -> *mut libc::c_void {
         tls::slot().guard = 1;
+        // Signals are the program's: a process-directed signal must go to one of its threads
+        // (which may be waiting for it with sigwaitinfo or signalfd), never to this one.
+        block_all_signals();
         // SAFETY: names this thread; the name is NUL-terminated and under 16 bytes.
         unsafe { libc::pthread_setname_np(libc::pthread_self(), c"heaplens-writer".as_ptr()) };
         let _ = std::panic::catch_unwind(writer_loop);
@@ -223,13 +226,27 @@ pub fn ensure_writer() {
     }
 }
 
+/// Blocks every signal on the calling thread.
+fn block_all_signals() {
+    // SAFETY: a full set built by sigfillset; pthread_sigmask only changes this thread.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
+/// How often the writer writes a pair of clock readings, in nanoseconds.
+const CLOCK_NS: u64 = 50_000_000;
+
 fn writer_loop() {
     let mut last_sweep = procinfo::now_ns();
-    while crate::active() {
+    let mut last_clock = 0;
+    while crate::trace_open() {
         if let Ok(q) = QUEUE.lock() {
-            let _ = WAKE.wait_timeout(q, Duration::from_millis(50));
+            let _ = WAKE.wait_timeout(q, Duration::from_nanos(SWEEP_NS));
         }
-        if !crate::active() {
+        if !crate::trace_open() {
             break;
         }
         let now = procinfo::now_ns();
@@ -239,11 +256,22 @@ fn writer_loop() {
         }
         // Pairs of clock readings let readers measure the TSC rate even if the process is
         // killed early on (a few bytes every 50 ms).
-        extra(BlockKind::Clock, procinfo::clock_sync().encode());
-        if crate::aggregate::enabled() && crate::aggregate::snapshot_wanted() {
-            extra(BlockKind::Aggregate, aggregate_snapshot());
+        if now - last_clock >= CLOCK_NS {
+            extra(BlockKind::Clock, procinfo::clock_sync().encode());
+            last_clock = now;
+            if crate::aggregate::enabled() && path().is_some_and(|p| crate::aggregate::snapshot_wanted(&p)) {
+                extra(BlockKind::Aggregate, aggregate_snapshot());
+            }
         }
         write_pending();
+        if crate::lifetime::only_monitor_left() {
+            // The program's last thread ended (its main thread called pthread_exit): glibc
+            // would now exit(0) but counts this thread as the program's. Do it for it; the
+            // program's exit handlers run here, recorded as this thread's.
+            tls::slot().guard = 0;
+            // SAFETY: what glibc's last exiting thread calls.
+            unsafe { libc::exit(0) };
+        }
     }
 }
 
@@ -297,7 +325,7 @@ pub fn write_pending() {
         // A forked child's first events: only now does it get a trace of its own (a child
         // that just execs another program leaves no empty file behind).
         if let Err(e) = open(&path, &process) {
-            crate::disable(&format!("cannot create the trace of child process {}: {e}", process.pid));
+            crate::abandon(&format!("cannot create the trace of child process {}: {e}", process.pid));
             return;
         }
         if let Some(s) = SINK.lock().ok().as_mut().and_then(|s| s.as_mut()) {
@@ -351,7 +379,7 @@ pub fn write_pending() {
         }
     }
     if let Err(e) = result {
-        crate::disable(&format!("cannot write the trace {}: {e}", s.path.display()));
+        crate::abandon(&format!("cannot write the trace {}: {e}", s.path.display()));
         *sink = None;
     }
     drop(sink);
@@ -362,21 +390,43 @@ pub fn write_pending() {
     }
 }
 
+/// Why the trace is written out with an End block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checkpoint {
+    /// The process exits.
+    Exit,
+    /// The process is about to `exec`: if that fails, recording goes on.
+    Exec,
+    /// The process dies by a signal: in a signal handler, where the loader's lock may be held
+    /// by the interrupted code (no module refresh).
+    Signal,
+}
+
 /// Flushes every thread and writes the End block. Called once, at process exit.
 pub fn finish() {
+    checkpoint(Checkpoint::Exit);
+}
+
+/// Flushes every thread's events and writes the End block (see [`Checkpoint`]). A later End
+/// block supersedes this one.
+pub fn checkpoint(why: Checkpoint) {
     thread::flush_all();
     if let Ok(r) = thread::REGISTRY.lock() {
         for &p in r.iter() {
             // SAFETY: registered states are alive while registered.
             let st = unsafe { &*(p as *const thread::ThreadState) };
             thread_name(st.tid);
-            crate::record::add_stats(&st.stats());
+            if why != Checkpoint::Exec {
+                crate::record::add_stats(&st.stats());
+            }
         }
     }
-    if crate::config().stats {
+    if crate::config().stats && why != Checkpoint::Exec {
         crate::record::print_stats();
     }
-    module_changes(&modules::refresh(procinfo::now_ns()));
+    if why != Checkpoint::Signal {
+        module_changes(&modules::refresh(procinfo::now_ns()));
+    }
     extra(BlockKind::Clock, procinfo::clock_sync().encode());
     if crate::aggregate::enabled() {
         extra(BlockKind::Aggregate, aggregate_snapshot());
@@ -388,7 +438,7 @@ pub fn finish() {
             let end = EndRecord {
                 events: s.events,
                 stack_nodes: nodes,
-                dropped: DROPPED.load(Ordering::Relaxed),
+                dropped: DROPPED.load(Ordering::Relaxed) + crate::unrecorded(),
                 end_mono_ns: procinfo::now_ns(),
             };
             let _ = s.writer.write_block(BlockKind::End, &end.encode());

@@ -97,9 +97,47 @@ pub fn thread_name(tid: u32) -> String {
 /// Read with raw `open`/`read` into a buffer on the stack, never `pthread_getattr_np`: that takes
 /// the thread's lock and mallocs, and the program may be inside it when its first allocation
 /// reaches the monitor (Rust's runtime start-up does exactly that).
+///
+/// When `/proc/self/maps` cannot be read (the program lowered its descriptor limit, or has no
+/// `/proc`), the main thread's stack as found at start-up ([`note_main_stack`]) serves, and for
+/// other threads the thread pointer: glibc puts a thread's control block and static TLS at the
+/// top of its stack, above every frame.
 pub fn thread_stack() -> Range<u64> {
     let marker = 0u8;
     let sp = std::ptr::addr_of!(marker) as u64;
+    let found = stack_from_maps(sp);
+    if !found.is_empty() {
+        return found;
+    }
+    let main = MAIN_STACK.lock().map(|m| m.clone()).unwrap_or(0..0);
+    // The main stack grows down past where it ended at start-up: only its end matters.
+    if sp < main.end && main.end - sp < 1 << 32 {
+        return sp.min(main.start)..main.end;
+    }
+    let tp: u64;
+    // SAFETY: on x86_64 fs:0 holds the thread pointer itself.
+    unsafe { std::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags)) };
+    if sp < tp && tp - sp < 1 << 32 {
+        sp..tp
+    } else {
+        0..0
+    }
+}
+
+/// The main thread's stack, found at start-up.
+static MAIN_STACK: std::sync::Mutex<Range<u64>> = std::sync::Mutex::new(0..0);
+
+/// Notes the calling (main) thread's stack while `/proc/self/maps` can be read: at start-up.
+pub fn note_main_stack() {
+    let marker = 0u8;
+    let found = stack_from_maps(std::ptr::addr_of!(marker) as u64);
+    if let Ok(mut m) = MAIN_STACK.lock() {
+        *m = found;
+    }
+}
+
+/// The mapping of `/proc/self/maps` that holds `sp`; empty when it cannot be read.
+fn stack_from_maps(sp: u64) -> Range<u64> {
     // SAFETY: plain system calls on a buffer we own.
     unsafe {
         let fd = libc::open(c"/proc/self/maps".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);

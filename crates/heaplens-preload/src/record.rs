@@ -231,7 +231,9 @@ pub fn dealloc(op: Op, p: *mut c_void) {
         if aggregate::enabled() {
             t.counters(|c| {
                 aggregate::call(c, op);
-                aggregate::released(c, p as u64);
+                if !p.is_null() {
+                    aggregate::released(c, p as u64);
+                }
             });
             return;
         }

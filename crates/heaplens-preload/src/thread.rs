@@ -48,6 +48,9 @@ pub struct ThreadState {
     /// Whether this thread's buffer holds stack commands for the writer to resolve (see
     /// [`resolve`]) rather than stack ids.
     deferred: bool,
+    /// Rounds of thread-specific destructors this thread has been through (see
+    /// [`on_thread_exit`]).
+    exit_rounds: u32,
 }
 
 /// Threads that have recording state, and the processors this process may run on: stacks are
@@ -110,6 +113,7 @@ impl ThreadState {
             stats: Default::default(),
             agg: Default::default(),
             deferred: false,
+            exit_rounds: 0,
         };
         s.begin();
         s
@@ -310,9 +314,22 @@ fn create() -> Option<&'static mut ThreadState> {
     Some(unsafe { &mut *st })
 }
 
+/// glibc's `PTHREAD_DESTRUCTOR_ITERATIONS`: rounds of thread-specific destructors it runs at
+/// thread exit, as long as some destructor sets a value again.
+const DESTRUCTOR_ROUNDS: u32 = 4;
+
+/// The thread-exit hook. The program's own thread-specific destructors run in the same rounds,
+/// after this one (its keys were made later), and free and allocate: so every round but the last
+/// sets the key again and keeps the state, and only the last round tears it down. (C++
+/// `thread_local` destructors run before any of these rounds.)
 unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     let Some(_g) = tls::Guard::enter() else { return };
     let st = p as *mut ThreadState;
+    (*st).exit_rounds += 1;
+    if (*st).exit_rounds < DESTRUCTOR_ROUNDS {
+        libc::pthread_setspecific(KEY, p);
+        return;
+    }
     if let Ok(mut r) = REGISTRY.lock() {
         r.retain(|&x| x != st as usize);
     }

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod report;
 mod run;
+mod snapshot;
 
 /// Heap allocation profiler for native programs on Linux.
 ///
@@ -28,6 +29,17 @@ enum Command {
     Run(RunArgs),
     /// Print the summary and mprof's tables (leaks, size bins, direct allocators, call graph).
     Report(ReportArgs),
+    /// Ask a program running under `heaplens run --aggregate` to write a snapshot of its
+    /// counters into its trace now (then `heaplens report` the trace while it runs).
+    Snapshot(SnapshotArgs),
+}
+
+/// Arguments of `heaplens snapshot`.
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    /// The process id of the running program, or the path of the trace it writes.
+    #[arg(value_name = "PID|TRACE")]
+    pub target: String,
 }
 
 /// Arguments of `heaplens run`.
@@ -51,8 +63,8 @@ pub struct RunArgs {
     /// Long runs: keep per-stack and per-size counters in the process instead of recording
     /// every call, so the trace grows with the number of call stacks, not of allocations (leaks
     /// and peak stay exact; lifetimes and the timeline are not recorded). The program writes
-    /// a snapshot of the counters when it receives SIGUSR2, and at exit. Counts every call,
-    /// so it cannot be combined with --sample-rate.
+    /// a snapshot of the counters when `heaplens snapshot PID` asks, and at exit. Counts every
+    /// call, so it cannot be combined with --sample-rate.
     #[arg(long, conflicts_with = "sample_rate")]
     pub aggregate: bool,
     /// Print nothing but the program's own output.
@@ -128,6 +140,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::execute(&a),
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -47,8 +47,10 @@ fn aggregated_widgets_match_the_full_trace_exactly() {
     assert!(big < small + 4096, "aggregated trace grew from {small} to {big} bytes with 10x the allocations");
 }
 
+/// `heaplens snapshot PID` makes a running program write its counters (by a request file the
+/// monitor polls, not a signal): the report then shows its allocations while it still runs.
 #[test]
-fn sigusr2_writes_a_snapshot_while_running() {
+fn heaplens_snapshot_writes_a_snapshot_while_running() {
     let dir = WorkDir::new("aggregate-snapshot");
     let exe = compile_c(&dir, "endings.c", &[]);
     let trace = dir.join("snap.hltrace");
@@ -61,8 +63,13 @@ fn sigusr2_writes_a_snapshot_while_running() {
     std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
     let t = truth(&line, "endings");
     let pid = num(&t, "pid") as i32;
-    // SAFETY: signalling the child we started.
-    unsafe { libc::kill(pid, libc::SIGUSR2) };
+    let pid_arg = pid.to_string();
+    let asked = heaplens(&dir, &["snapshot", pid_arg.as_str()]);
+    assert!(asked.status.success(), "heaplens snapshot failed: {}", asked.stderr);
+    assert!(asked.stderr.contains("snapshot written to"), "{}", asked.stderr);
+    // Asking again, by the trace's path this time, works too.
+    let again = heaplens(&dir, &["snapshot".as_ref(), trace.as_os_str()]);
+    assert!(again.status.success(), "heaplens snapshot TRACE failed: {}", again.stderr);
     let mut v = None;
     for _ in 0..100 {
         std::thread::sleep(std::time::Duration::from_millis(50));

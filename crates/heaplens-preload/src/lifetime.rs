@@ -1,0 +1,96 @@
+//! The ends of the process and of its main thread: `exec` writes the trace out first (the new
+//! image would drop every buffer), and a main thread that leaves with `pthread_exit` leaves the
+//! process to end with its last thread, which the monitor's writer thread must not be.
+//!
+//! The interposed functions are in `csrc/lifetime.c`; the stubs here export their names (rustc
+//! exports only Rust's symbols from a cdylib) and jump there with every register and the stack
+//! as the caller left them, so variadic calls (`execl`) and the forced unwinding of
+//! `pthread_exit` pass through untouched.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::{output, tls};
+
+extern "C" {
+    fn hl_execve();
+    fn hl_execv();
+    fn hl_execvp();
+    fn hl_execvpe();
+    fn hl_fexecve();
+    fn hl_execveat();
+    fn hl_execl();
+    fn hl_execlp();
+    fn hl_execle();
+    fn hl_pthread_exit();
+}
+
+/// Exports `$name` as a jump to the C definition `$to`.
+macro_rules! jump_to_c {
+    ($($name:ident => $to:ident),* $(,)?) => {$(
+        #[allow(clippy::missing_safety_doc)]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name() {
+            std::arch::naked_asm!("jmp {to}", to = sym $to)
+        }
+    )*};
+}
+
+jump_to_c!(
+    execve => hl_execve,
+    execv => hl_execv,
+    execvp => hl_execvp,
+    execvpe => hl_execvpe,
+    fexecve => hl_fexecve,
+    execveat => hl_execveat,
+    execl => hl_execl,
+    execlp => hl_execlp,
+    execle => hl_execle,
+    pthread_exit => hl_pthread_exit,
+);
+
+/// Called before every `exec`: writes out everything recorded and an End block, so the trace is
+/// complete if the new image replaces this one. If the exec fails, recording goes on and the
+/// End block written at exit supersedes this one. Nothing in a `vfork` child (the parent's
+/// memory).
+#[no_mangle]
+pub extern "C" fn heaplens_before_exec() {
+    if !crate::trace_open() || !crate::own_process() {
+        return;
+    }
+    let Some(_g) = tls::Guard::enter() else { return };
+    let _ = std::panic::catch_unwind(|| output::checkpoint(output::Checkpoint::Exec));
+}
+
+/// Whether the main thread left with `pthread_exit`.
+static MAIN_EXITED: AtomicBool = AtomicBool::new(false);
+
+/// Called when the main thread calls `pthread_exit`.
+#[no_mangle]
+pub extern "C" fn heaplens_main_thread_exit() {
+    MAIN_EXITED.store(true, Ordering::Release);
+}
+
+/// True when the main thread has left with `pthread_exit` and no thread of the process but the
+/// caller is still running: the program's last thread has ended. Reads `/proc/self/task` (only
+/// once the main thread has left).
+pub fn only_monitor_left() -> bool {
+    if !MAIN_EXITED.load(Ordering::Acquire) {
+        return false;
+    }
+    let me = crate::procinfo::gettid();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if tid == me {
+            continue;
+        }
+        // The main thread stays a zombie until the whole process ends: it does not count.
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
+        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        if !matches!(state, Some('Z' | 'X')) {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,13 @@
+//! How `heaplens snapshot` asks a running monitor in aggregated mode for a snapshot of its
+//! counters: by creating a request file next to the trace, which the monitor's writer thread
+//! looks for every 50 ms and removes when it takes the request. A file the monitor owns, not a
+//! signal: the program's signals stay its own.
+
+use std::path::{Path, PathBuf};
+
+/// The request file for the trace at `trace`: `TRACE.snapshot`.
+pub fn snapshot_request_path(trace: &Path) -> PathBuf {
+    let mut p = trace.as_os_str().to_owned();
+    p.push(".snapshot");
+    PathBuf::from(p)
+}
