@@ -68,14 +68,23 @@ pub struct StackTable {
 /// indexed by id against a wild id.
 pub const MAX_STACK_ID: u32 = 1 << 28;
 
+/// How far past the highest node id seen so far a new id may go. The monitor writes nodes in
+/// the order it numbers them, so only damage skips ahead; the gap bounds the tables by the nodes
+/// present (1M slots, 12 MiB) instead of by a number read from the file.
+pub const MAX_ID_GAP: usize = 1 << 20;
+
 /// Marks a node id whose definition was never read (a truncated or damaged trace).
 const UNDEFINED: u32 = u32::MAX;
 
 impl StackTable {
-    /// Adds (or redefines) a node; false (and nothing stored) for an id above
-    /// [`MAX_STACK_ID`], which only a damaged writer produces.
+    /// Adds (or redefines) a node.
+    ///
+    /// Returns false (the node is dropped) for an id past [`MAX_STACK_ID`] or more than
+    /// [`MAX_ID_GAP`] past the highest id seen: the table grows with the nodes present.
     pub fn insert(&mut self, n: StackNode) -> bool {
-        if n.id > MAX_STACK_ID {
+        // The monitor numbers nodes in the order it writes them: an id far past the nodes seen
+        // so far is damage, and would size the table by a number read from the file.
+        if n.id > MAX_STACK_ID || n.id as usize > self.parent.len() + MAX_ID_GAP {
             return false;
         }
         let i = n.id as usize;
