@@ -22,7 +22,7 @@ use heaplens_trace::{BlockKind, BlockWriter, Codec, TraceReader};
 const AS_LIMIT: u64 = 1 << 30;
 
 /// Mutated traces tried per source trace.
-const CASES: usize = 120;
+const CASES: usize = 300;
 
 /// A small deterministic generator (xorshift64*), so failures repeat.
 struct Rng(u64);
@@ -155,6 +155,13 @@ fn fuzz(dir: &WorkDir, source: &[(BlockKind, Vec<u8>)], seed: u64) {
                     let i = rng.below(b.len());
                     let copy = b[i].clone();
                     b.insert(rng.below(b.len() + 1), copy);
+                }
+                2 | 3 => {
+                    // The symbol tables are the largest structured payloads: damage them often.
+                    let syms: Vec<usize> =
+                        (0..b.len()).filter(|&i| matches!(b[i].0, BlockKind::Symbols | BlockKind::SymbolsIndex)).collect();
+                    let i = if syms.is_empty() { rng.below(b.len()) } else { syms[rng.below(syms.len())] };
+                    mutate(&mut rng, &mut b[i].1);
                 }
                 _ => {
                     let i = rng.below(b.len());
