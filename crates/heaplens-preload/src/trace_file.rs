@@ -75,7 +75,11 @@ impl TraceFile {
         let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::other("NUL in the trace path"))?;
         // SAFETY: a NUL-terminated path.
         let fd = unsafe {
-            libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o644 as libc::c_uint)
+            libc::open(
+                c.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o644 as libc::c_uint,
+            )
         };
         if fd < 0 {
             return Err(io::Error::last_os_error());
@@ -96,7 +100,8 @@ impl TraceFile {
             return Ok(());
         }
         // The number is the program's now (or nobody's): never close or touch it.
-        let c = CString::new(self.path.as_os_str().as_bytes()).map_err(|_| io::Error::other("NUL in the trace path"))?;
+        let c =
+            CString::new(self.path.as_os_str().as_bytes()).map_err(|_| io::Error::other("NUL in the trace path"))?;
         // SAFETY: a NUL-terminated path.
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC) };
         if fd < 0 {
@@ -123,7 +128,6 @@ impl TraceFile {
     pub fn raw_fd(&self) -> i32 {
         self.fd
     }
-
 }
 
 impl Drop for TraceFile {

@@ -34,7 +34,7 @@ pub use clock::{ClockSync, TimeMap, TimeSource, TSC_UNIT};
 pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{ReadError, ReadStatus, TraceReader, PAYLOAD_SPARE};
-pub use snapshot::snapshot_request_path;
 pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};
+pub use snapshot::snapshot_request_path;
 pub use symbols::{SymbolEntry, SymbolFrame, SymbolTable};
 pub use writer::BlockWriter;

@@ -15,7 +15,8 @@ const WAIT: Duration = Duration::from_secs(5);
 /// The trace a running process writes: the `.hltrace` file among its open descriptors.
 fn trace_of(pid: u32) -> Result<PathBuf> {
     let dir = format!("/proc/{pid}/fd");
-    let fds = std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir} (is process {pid} running, and yours?)"))?;
+    let fds =
+        std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir} (is process {pid} running, and yours?)"))?;
     for fd in fds.flatten() {
         if let Ok(target) = std::fs::read_link(fd.path()) {
             if target.extension().is_some_and(|e| e == "hltrace") {

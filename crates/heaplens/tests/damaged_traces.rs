@@ -158,8 +158,9 @@ fn fuzz(dir: &WorkDir, source: &[(BlockKind, Vec<u8>)], seed: u64) {
                 }
                 2 | 3 => {
                     // The symbol tables are the largest structured payloads: damage them often.
-                    let syms: Vec<usize> =
-                        (0..b.len()).filter(|&i| matches!(b[i].0, BlockKind::Symbols | BlockKind::SymbolsIndex)).collect();
+                    let syms: Vec<usize> = (0..b.len())
+                        .filter(|&i| matches!(b[i].0, BlockKind::Symbols | BlockKind::SymbolsIndex))
+                        .collect();
                     let i = if syms.is_empty() { rng.below(b.len()) } else { syms[rng.below(syms.len())] };
                     mutate(&mut rng, &mut b[i].1);
                 }

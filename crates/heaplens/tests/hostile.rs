@@ -68,7 +68,7 @@ fn file(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
 }
 
-/// 1. A daemon closes every descriptor >= 3 and writes its own data file: the file holds its
+/// (Issue 20, item 1.) A daemon closes every descriptor >= 3 and writes its own data file: the file holds its
 /// 150 bytes only, and the trace every event (the monitor reopened its trace).
 #[test]
 fn closing_every_descriptor_leaves_the_programs_file_alone() {
@@ -83,7 +83,7 @@ fn closing_every_descriptor_leaves_the_programs_file_alone() {
     }
 }
 
-/// 2. Signals sent to the process while the program blocks them and takes them with
+/// (Issue 20, item 2.) Signals sent to the process while the program blocks them and takes them with
 /// signalfd and sigwaitinfo reach the program's thread, never the monitor's (which would die
 /// by them): 20 runs, none killed.
 #[test]
@@ -97,7 +97,7 @@ fn blocked_signals_are_taken_by_the_program() {
     }
 }
 
-/// 2. A SIGPROF handler that allocates always runs on the program's thread, and its
+/// (Issue 20, item 2.) A SIGPROF handler that allocates always runs on the program's thread, and its
 /// allocations are recorded.
 #[test]
 fn sigprof_handlers_run_on_the_programs_thread() {
@@ -111,7 +111,7 @@ fn sigprof_handlers_run_on_the_programs_thread() {
     assert!(u(row, "allocs") >= runs, "{} 24-byte allocations for {runs} handler runs", u(row, "allocs"));
 }
 
-/// 3. `--aggregate` leaves SIGUSR2 alone: a program that raises it dies by it (snapshots come
+/// (Issue 20, item 3.) `--aggregate` leaves SIGUSR2 alone: a program that raises it dies by it (snapshots come
 /// through `heaplens snapshot`), and every fatal signal under plain recording too.
 #[test]
 fn raising_sigusr2_kills_the_program_under_aggregate() {
@@ -123,7 +123,7 @@ fn raising_sigusr2_kills_the_program_under_aggregate() {
     }
 }
 
-/// 4. main leaving with pthread_exit: the process ends with its last thread, status 0.
+/// (Issue 20, item 4.) main leaving with pthread_exit: the process ends with its last thread, status 0.
 #[test]
 fn pthread_exit_from_main_ends_the_process() {
     let c = Case::run("pthread-exit", &["pthread-exit"]);
@@ -131,7 +131,7 @@ fn pthread_exit_from_main_ends_the_process() {
     c.assert_recorded(&c.report(), 4);
 }
 
-/// 5. Out of memory: the monitor never aborts the program; it stops recording and says how
+/// (Issue 20, item 5.) Out of memory: the monitor never aborts the program; it stops recording and says how
 /// many calls went unrecorded.
 #[test]
 fn out_of_memory_does_not_abort_the_program() {
@@ -146,7 +146,7 @@ fn out_of_memory_does_not_abort_the_program() {
     assert!(u(&v, "summary/allocations") > 1000, "the allocations before memory ran out are recorded");
 }
 
-/// 6. A vfork child that fails to exec and calls _exit leaves the parent's recording alone.
+/// (Issue 20, item 6.) A vfork child that fails to exec and calls _exit leaves the parent's recording alone.
 #[test]
 fn vfork_child_exit_keeps_the_parent_recording() {
     let c = Case::run("vfork", &["vfork"]);
@@ -155,7 +155,7 @@ fn vfork_child_exit_keeps_the_parent_recording() {
     assert!(at(&v, "trace/complete").as_bool().unwrap());
 }
 
-/// 7. Thread-specific destructors (also one that sets its value again for a second round) are
+/// (Issue 20, item 7.) Thread-specific destructors (also one that sets its value again for a second round) are
 /// recorded: no false leaks, no missing frees.
 #[test]
 fn thread_exit_destructors_are_recorded() {
@@ -170,7 +170,7 @@ fn thread_exit_destructors_are_recorded() {
     assert_eq!(u(&bin_row(&v, 100).unwrap(), "allocs"), 100);
 }
 
-/// 7. C++ thread_local destructors and key destructors that allocate, at thread exit.
+/// (Issue 20, item 7.) C++ thread_local destructors and key destructors that allocate, at thread exit.
 #[test]
 fn thread_local_destructors_are_recorded() {
     let dir = WorkDir::new("tls");
@@ -186,7 +186,7 @@ fn thread_local_destructors_are_recorded() {
     assert_eq!(calls("on_key"), num(&t, "allocs_1111"), "key destructors");
 }
 
-/// 8. exec writes the trace out first.
+/// (Issue 20, item 8.) exec writes the trace out first.
 #[test]
 fn exec_keeps_what_was_recorded() {
     let c = Case::run("exec", &["exec"]);
@@ -195,7 +195,7 @@ fn exec_keeps_what_was_recorded() {
     assert!(at(&v, "trace/complete").as_bool().unwrap(), "{v:#}");
 }
 
-/// 9. With RLIMIT_NOFILE = 3 (no /proc/self/maps for the stack's bounds) stacks are still recorded, and the forked child that cannot have a
+/// (Issue 20, item 9.) With RLIMIT_NOFILE = 3 (no /proc/self/maps for the stack's bounds) stacks are still recorded, and the forked child that cannot have a
 /// trace of its own is said so, once.
 #[test]
 fn stacks_are_recorded_without_descriptors() {
@@ -216,7 +216,7 @@ fn stacks_are_recorded_without_descriptors() {
     assert!(child || said == 1, "the child's trace is neither written nor said to be missing\n{}", c.traced.show());
 }
 
-/// 10. A program that dies by abort, a segmentation fault (with or without a handler of its
+/// (Issue 20, item 10.) A program that dies by abort, a segmentation fault (with or without a handler of its
 /// own that re-raises) or SIGTERM in its first 100 ms has all 75,000 events in its trace; one
 /// killed by SIGKILL after 200 ms of idling too.
 #[test]
@@ -239,7 +239,7 @@ fn crashing_programs_leave_every_event() {
     }
 }
 
-/// 11. free(NULL) is counted.
+/// (Issue 20, item 11.) free(NULL) is counted.
 #[test]
 fn null_frees_are_counted() {
     let c = Case::run("null-frees", &["null-frees"]);
