@@ -167,7 +167,7 @@ fn thread_exit_destructors_are_recorded() {
         let row = bin_row(&v, size).unwrap_or_else(|| panic!("no {size}-byte bin\n{v:#}"));
         assert_eq!(u(row, "allocs"), u(row, "frees"), "{size}-byte blocks left live\n{v:#}");
     }
-    assert_eq!(u(&bin_row(&v, 100).unwrap(), "allocs"), 100);
+    assert_eq!(u(bin_row(&v, 100).unwrap(), "allocs"), 100);
 }
 
 /// (Issue 20, item 7.) C++ thread_local destructors and key destructors that allocate, at thread exit.
