@@ -18,6 +18,7 @@ use crate::chunk::{ChunkSource, StopGuard};
 use crate::load::{LoadError, Sink, Trace};
 use crate::merge::Merger;
 use crate::model::Report;
+use crate::ondisk::BlockAt;
 use crate::paths::resolve;
 use crate::predecode::{Ahead, Slot, StopAhead};
 use crate::progress::{Progress, Timing};
@@ -36,11 +37,14 @@ pub struct Options {
     pub call_sites: bool,
     /// Show progress bars on stderr (only drawn when it is a terminal).
     pub progress: bool,
+    /// Bytes of decompressed event payloads [`analyze_file`] holds at once (default 128 MiB):
+    /// the reader waits for the replay beyond it, so memory does not grow with the trace.
+    pub payload_budget: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Self { leak_depth: 5, call_sites: false, progress: false }
+        Self { leak_depth: 5, call_sites: false, progress: false, payload_budget: crate::budget::PAYLOAD_BUDGET }
     }
 }
 
@@ -108,26 +112,34 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             .spawn_scoped(scope, move || c.fill())
             .expect("cannot start a thread");
         let stop_chunks = StopGuard(chunks.clone());
-        let ahead = Arc::new(Ahead::default());
+        let ahead = Arc::new(Ahead::with_budget(opts.payload_budget));
         let read = file_read.clone();
         let stop_ahead = StopAhead(ahead.clone());
         let a = ahead.clone();
         let loader = std::thread::Builder::new()
             .name("heaplens-reader".into())
             .spawn_scoped(scope, move || {
-                let mut sink = PipeSink { ev_tx, sym_tx: Some(sym_tx), slots: Vec::new(), ahead: &a };
+                let mut sink = PipeSink {
+                    ev_tx,
+                    sym_tx: Some(sym_tx),
+                    slots: Vec::new(),
+                    ahead: &a,
+                    blocks: Vec::new(),
+                    decoded_to: 0,
+                };
                 let t = Trace::load_into(path, Some(bar), &mut sink);
                 read.store(true, Ordering::Release);
                 // The symbols can be finished now.
                 sink.sym_tx = None;
                 tm("file read");
-                let _ = sink.ev_tx.send(Msg::Done(Box::new(t)));
+                let blocks = std::mem::take(&mut sink.blocks);
+                let _ = sink.ev_tx.send(Msg::Done(Box::new(t.map(|t| (t, blocks)))));
                 a.decode(&sink.slots);
             })
             .expect("cannot start a thread");
         let (streamed, trace) = stream_replay(ev_rx, file_read.clone(), chunks.clone(), ahead);
         let mut how = "aggregated";
-        let replayed = trace.and_then(|t| {
+        let replayed = trace.and_then(|(t, blocks)| {
             let r = match &t.aggregate {
                 Some(a) => crate::aggregated::replay(a, &t.clock),
                 None => match streamed.finish(&t) {
@@ -136,8 +148,8 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
                         r
                     }
                     None => {
-                        how = "from the start, after the streaming replay gave up";
-                        Trace::load(path, false)?.replay()
+                        how = "from the file again, after the streaming replay gave up";
+                        crate::ondisk::replay(path, &t, &blocks)?
                     }
                 },
             };
@@ -180,8 +192,10 @@ enum Msg {
     Clock(ClockSync),
     /// A thread's payload, and the timestamp of its first event.
     Events(u32, Option<u64>, Arc<Slot>),
-    /// The whole file is read.
-    Done(Box<Result<Trace, LoadError>>),
+    /// The payloads passed on fill the budget: the reader waits until the replay releases some.
+    Full,
+    /// The whole file is read, and where its Events blocks are.
+    Done(Box<Result<(Trace, Vec<BlockAt>), LoadError>>),
 }
 
 struct PipeSink<'a> {
@@ -190,11 +204,26 @@ struct PipeSink<'a> {
     sym_tx: Option<Sender<SymMsg>>,
     /// Every payload sent, for decoding them ahead once the file is read.
     slots: Vec<Arc<Slot>>,
+    /// Where they are in the file, for replaying from it again (`ondisk.rs`).
+    blocks: Vec<BlockAt>,
+    /// `slots[..decoded_to]` were considered for decoding ahead while the budget was full.
+    decoded_to: usize,
 }
 
 impl Sink for PipeSink<'_> {
-    fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>) {
+    fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>, offset: u64) {
+        self.blocks.push(BlockAt { tid, offset });
         let first = crate::decode::first_ts(&payload);
+        let budget = &self.ahead.budget;
+        if !budget.fits(payload.len()) {
+            let _ = self.ev_tx.send(Msg::Full);
+            // Meanwhile, do some of the replay's work: decode payloads it has not reached.
+            while !budget.fits(payload.len()) {
+                if !self.ahead.decode_one_more(&self.slots, &mut self.decoded_to) {
+                    budget.wait_for_room(std::time::Duration::from_millis(1));
+                }
+            }
+        }
         let slot = self.ahead.pass(payload);
         self.slots.push(slot.clone());
         let _ = self.ev_tx.send(Msg::Events(tid, first, slot));
@@ -278,12 +307,17 @@ impl Streamed {
                 self.merger.rewind();
                 self.not_alone();
             }
-            _ => {
-                self.in_order = false;
-                self.state = None;
-                self.merger = Merger::streaming(self.merger.ahead());
-            }
+            _ => self.give_up(),
         }
+    }
+
+    /// Ends the streaming replay: the trace is replayed from the file once read (`ondisk.rs`).
+    /// Releases every payload, so that the reader does not wait for room any more.
+    fn give_up(&mut self) {
+        self.in_order = false;
+        self.state = None;
+        self.merger.release_all();
+        self.merger = Merger::streaming(self.merger.ahead());
     }
 }
 
@@ -292,7 +326,7 @@ fn stream_replay(
     read: Arc<AtomicBool>,
     chunks: Arc<ChunkSource>,
     ahead: Arc<Ahead>,
-) -> (Streamed, Result<Trace, LoadError>) {
+) -> (Streamed, Result<(Trace, Vec<BlockAt>), LoadError>) {
     let mut s = Streamed { merger: Merger::streaming(ahead), state: None, in_order: true, alone: true, chunks };
     s.merger.interrupt_on(Some(read.clone()));
     s.merger.keep_payloads(true);
@@ -302,12 +336,21 @@ fn stream_replay(
     let mut source = TimeSource::MonotonicNs;
     let (mut first_sync, mut last_sync): (Option<ClockSync>, Option<ClockSync>) = (None, None);
     let mut newest = 0u64;
+    let budget = s.merger.ahead().budget.clone();
+    let mut pending = None;
     while done.is_none() {
-        let Ok(msg) = rx.recv() else { break };
+        // Not a plain `recv`: the reader may be waiting for the replay to release payloads.
+        let msg = match pending.take().map_or_else(|| rx.recv_timeout(std::time::Duration::from_millis(20)), Ok) {
+            Ok(msg) => msg,
+            Err(mpsc::RecvTimeoutError::Timeout) => Msg::Full,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut next = Some(msg);
         while let Some(msg) = next.take() {
             match msg {
                 Msg::Done(t) => done = Some(*t),
+                // The reader waits (or soon will) for room: see below.
+                Msg::Full => {}
                 Msg::Process(rate, src, p) => {
                     source = src;
                     pid = Some(p);
@@ -332,7 +375,10 @@ fn stream_replay(
                     }
                     let (max_key, replayed) =
                         s.state.as_ref().map_or(((0, 0), false), |st| (st.max_key(), st.replayed()));
-                    if s.in_order && !s.merger.push(i, payload, max_key, replayed) {
+                    if !s.in_order {
+                        // Replayed again from the file later (`ondisk.rs`): hold nothing.
+                        payload.release();
+                    } else if !s.merger.push(i, payload, max_key, replayed) {
                         s.out_of_order();
                     }
                     if s.alone && pid != Some(tid) {
@@ -349,6 +395,17 @@ fn stream_replay(
             };
         }
         if !s.in_order || done.is_some() {
+            continue;
+        }
+        if s.alone && budget.held() > budget.limit() / 2 {
+            // Kept for a replay from the start, the payloads would fill the budget: replay
+            // a window behind from now on, as with several threads.
+            s.not_alone();
+        }
+        if s.state.is_none() && budget.reader_waits() {
+            // No Process block (a damaged trace) before the budget is full: nothing can be
+            // replayed before the file is read.
+            s.give_up();
             continue;
         }
         let Some(st) = s.state.as_mut() else { continue };
@@ -371,6 +428,20 @@ fn stream_replay(
         let horizon = window.map(|w| newest.saturating_sub(w as u64));
         if let Some(h) = horizon {
             s.merger.run(st, h);
+        }
+        if budget.reader_waits() {
+            // Blocks that came while replaying are taken in first: they may move the window.
+            if let Ok(msg) = rx.try_recv() {
+                pending = Some(msg);
+                continue;
+            }
+            // The window holds more than the budget: narrow it to the newest block, and to
+            // nothing if that is not enough (a block older than that then ends the streaming
+            // replay, and the trace is replayed from the file, see `ondisk.rs`).
+            s.merger.run(st, newest);
+            if budget.reader_waits() {
+                s.merger.run(st, u64::MAX);
+            }
         }
     }
     let t = done.unwrap_or_else(|| {

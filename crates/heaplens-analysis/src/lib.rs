@@ -14,6 +14,7 @@
 pub mod aggregated;
 pub mod analyze;
 mod arena;
+mod budget;
 mod chunk;
 mod cpu_share;
 mod decode;
@@ -22,6 +23,7 @@ mod live;
 pub mod load;
 mod merge;
 pub mod model;
+mod ondisk;
 mod packed;
 pub mod paths;
 mod predecode;

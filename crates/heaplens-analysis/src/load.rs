@@ -175,8 +175,8 @@ pub struct Trace {
 
 /// Receives what [`Trace::read_blocks`] decodes, as it goes.
 pub(crate) trait Sink {
-    /// An Events payload with a thread id.
-    fn events(&mut self, t: &mut Trace, tid: u32, payload: Vec<u8>);
+    /// An Events payload with a thread id, from the block at byte `offset` of the file.
+    fn events(&mut self, t: &mut Trace, tid: u32, payload: Vec<u8>, offset: u64);
     /// The Process record.
     fn process(&mut self, _p: &ProcessRecord) {}
     /// A Clock record.
@@ -194,7 +194,7 @@ struct KeepEvents {
 }
 
 impl Sink for KeepEvents {
-    fn events(&mut self, t: &mut Trace, tid: u32, payload: Vec<u8>) {
+    fn events(&mut self, t: &mut Trace, tid: u32, payload: Vec<u8>, _offset: u64) {
         let i = *self.index.entry(tid).or_insert_with(|| {
             t.threads.push((tid, Vec::new()));
             t.threads.len() - 1
@@ -284,7 +284,8 @@ impl Trace {
                     Some(tid) => {
                         let layout =
                             if kind == BlockKind::Events { crate::decode::ROWS } else { crate::decode::COLUMNS };
-                        sink.events(&mut t, tid, crate::decode::tagged(payload, layout));
+                        let at = reader.status().last_block;
+                        sink.events(&mut t, tid, crate::decode::tagged(payload, layout), at);
                         true
                     }
                     None => false,

@@ -23,6 +23,7 @@ use heaplens_trace::Event;
 
 use crate::decode::{Cursor, CursorPool};
 use crate::heads::Heads;
+use crate::ondisk::DiskBlocks;
 use crate::predecode::{Ahead, Slot};
 use crate::replay::{Counter, Counts, State};
 
@@ -31,6 +32,8 @@ use crate::replay::{Counter, Counts, State};
 enum Blocks<'a> {
     Borrowed(&'a [Vec<u8>]),
     Shared(Vec<Arc<Slot>>),
+    /// Read from the file when reached (see `ondisk.rs`): the blocks' offsets.
+    OnDisk(Arc<DiskBlocks>, Vec<u64>),
 }
 
 impl Blocks<'_> {
@@ -39,6 +42,7 @@ impl Blocks<'_> {
         match self {
             Blocks::Borrowed(b) => b.len(),
             Blocks::Shared(b) => b.len(),
+            Blocks::OnDisk(_, b) => b.len(),
         }
     }
 }
@@ -86,6 +90,10 @@ impl<'a> Stream<'a> {
                     }
                 }
                 Blocks::Borrowed(b) => Cursor::open(&b[self.blk], pool),
+                Blocks::OnDisk(file, offsets) => match file.payload(offsets[self.blk]) {
+                    Some(p) => Cursor::open_shared(Arc::new(p), pool),
+                    None => Cursor::open(&[], pool),
+                },
             });
         }
         self.cur.as_mut()
@@ -166,6 +174,15 @@ impl<'a> Merger<'a> {
         m
     }
 
+    /// A merger over threads whose payloads are read from `file` when reached, at the given
+    /// block offsets per thread (threads in order of first appearance).
+    pub fn on_disk(file: Arc<DiskBlocks>, threads: Vec<Vec<u64>>) -> Self {
+        let mut m = Self::empty();
+        m.streams.extend(threads.into_iter().map(|b| Stream::new(Blocks::OnDisk(file.clone(), b))));
+        m.rewind();
+        m
+    }
+
     /// An empty merger that is fed payloads with [`Merger::push`], giving the buffers of
     /// events decoded ahead back to `ahead`.
     pub fn streaming(ahead: Arc<Ahead>) -> Self {
@@ -197,7 +214,7 @@ impl<'a> Merger<'a> {
     /// Goes back to the first event of every stream (for replaying again from the start). Only
     /// for a merger that kept its payloads (borrowed, or see [`Merger::keep_payloads`]).
     pub fn rewind(&mut self) {
-        debug_assert!(self.pool.keep_all || self.streams.iter().all(|s| matches!(s.blocks, Blocks::Borrowed(_))));
+        debug_assert!(self.pool.keep_all || self.streams.iter().all(|s| !matches!(s.blocks, Blocks::Shared(_))));
         self.heap.clear();
         self.malformed = 0;
         for (i, s) in self.streams.iter_mut().enumerate() {
@@ -371,6 +388,7 @@ impl<'a> Merger<'a> {
                 match &s.blocks {
                     Blocks::Borrowed(b) => b.iter().map(|d| start(d)).collect(),
                     Blocks::Shared(b) => b.iter().map(|d| d.payload().map_or((None, 0), |p| start(&p))).collect(),
+                    Blocks::OnDisk(_, b) => vec![(None, 0); b.len()],
                 }
             })
             .collect()
@@ -401,6 +419,7 @@ impl<'a> Merger<'a> {
             let blocks = match &s.blocks {
                 Blocks::Borrowed(b) => Blocks::Borrowed(&b[from.min(b.len())..]),
                 Blocks::Shared(b) => Blocks::Shared(b[from.min(b.len())..].to_vec()),
+                Blocks::OnDisk(f, b) => Blocks::OnDisk(f.clone(), b[from.min(b.len())..].to_vec()),
             };
             m.streams.push(Stream { first: from, keep: TAIL_KEEPS, ..Stream::new(blocks) });
         }
@@ -425,6 +444,16 @@ impl<'a> Merger<'a> {
                 if let Blocks::Shared(b) = &s.blocks {
                     b[s.keep.min(s.blk)..s.blk].iter().for_each(|slot| slot.release());
                 }
+            }
+        }
+    }
+
+    /// Releases every shared payload (the merger is given up).
+    pub fn release_all(&mut self) {
+        for s in &mut self.streams {
+            s.put_back(&mut self.pool);
+            if let Blocks::Shared(b) = &s.blocks {
+                b.iter().for_each(|slot| slot.release());
             }
         }
     }

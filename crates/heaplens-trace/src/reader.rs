@@ -40,6 +40,9 @@ pub struct ReadStatus {
     pub truncated_at: Option<u64>,
     /// Bytes read so far.
     pub offset: u64,
+    /// The byte offset of the last block returned (for reading it again with
+    /// [`TraceReader::at_block`]).
+    pub last_block: u64,
 }
 
 /// Reads the blocks of a trace in file order.
@@ -154,6 +157,7 @@ impl<R: Read> TraceReader<R> {
             };
             let Some(kind) = BlockKind::from_u8(h.kind) else { continue };
             self.status.blocks += 1;
+            self.status.last_block = start;
             return Ok(Some((kind, payload)));
         }
         Ok(None)

@@ -104,6 +104,10 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Decompressed trace held in memory at once, in MiB: the report reads on once the replay
+    /// has used some (its memory is this plus the live blocks and the distinct stacks).
+    #[arg(long, default_value_t = 128, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub memory: u64,
 }
 
 /// Report output formats.

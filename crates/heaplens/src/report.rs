@@ -27,8 +27,12 @@ fn grow_heaps_in_large_steps() {
 /// damaged trace is reported as far as it reads, with a warning on stderr.
 pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
     grow_heaps_in_large_steps();
-    let opts =
-        Options { leak_depth: a.leak_depth.max(1), call_sites: a.call_sites, progress: io::stderr().is_terminal() };
+    let opts = Options {
+        leak_depth: a.leak_depth.max(1),
+        call_sites: a.call_sites,
+        progress: io::stderr().is_terminal(),
+        payload_budget: (a.memory << 20) as usize,
+    };
     let report = analyze_file(&a.trace, &opts)?;
     warn_if_damaged(&report);
     let out = match a.format {
