@@ -34,6 +34,7 @@ mod rows;
 mod split;
 pub mod symbolize;
 pub mod tables;
+pub mod view;
 
 pub use analyze::{analyze, analyze_file, Options};
 pub use load::{Health, LoadError, Trace};

@@ -30,6 +30,13 @@ pub enum LoadError {
         /// What went wrong.
         reason: ReadError,
     },
+    /// The trace was recorded with `--aggregate`: it has counters, and no events for a view
+    /// that needs them.
+    #[error("trace {path} was recorded with --aggregate: it has counters only, and no events to replay")]
+    NoEvents {
+        /// The file.
+        path: PathBuf,
+    },
     /// An I/O error while reading blocks.
     #[error("error reading trace {path}: {reason}")]
     Io {

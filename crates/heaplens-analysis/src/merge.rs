@@ -129,6 +129,35 @@ impl<'a> Stream<'a> {
     }
 }
 
+/// What the merger feeds, in merge order: runs of events of one stream (a thread, numbered in
+/// order of its first block in the file). The mprof counters (`replay.rs`) are one consumer,
+/// the lifetimes that views see (`view.rs`) another.
+pub(crate) trait Consumer {
+    /// Starts a run of stream `stream`, whose first event is at `first_ts`: returns the value
+    /// the stream's last run ended with (see [`Consumer::end_run`]), for [`Consumer::event`].
+    fn begin_run(&mut self, stream: u32, first_ts: u64) -> u64;
+    /// One event of the run; `last` is carried from event to event of the stream.
+    fn event(&mut self, e: &Event, last: &mut u64);
+    /// Ends the run: `last` as the last event left it, `events` replayed, the last at
+    /// `last_ts`, the latest at `max_ts`.
+    fn end_run(&mut self, stream: u32, last: u64, events: u64, last_ts: u64, max_ts: u64);
+}
+
+impl<C: Counter, const TAIL: bool> Consumer for Counts<C, TAIL> {
+    #[inline(always)]
+    fn begin_run(&mut self, stream: u32, first_ts: u64) -> u64 {
+        Counts::begin_run(self, stream, first_ts)
+    }
+    #[inline(always)]
+    fn event(&mut self, e: &Event, last: &mut u64) {
+        Counts::event(self, e, last)
+    }
+    #[inline(always)]
+    fn end_run(&mut self, stream: u32, last: u64, events: u64, last_ts: u64, max_ts: u64) {
+        Counts::end_run(self, stream, last, events, last_ts, max_ts)
+    }
+}
+
 /// How [`Merger::run_pair`] ended.
 enum Pair {
     /// Events were replayed, or a payload ended.
@@ -236,7 +265,7 @@ impl<'a> Merger<'a> {
         }
     }
 
-    pub(crate) fn run_counting<C: Counter, const TAIL: bool>(&mut self, st: &mut Counts<C, TAIL>, horizon: u64) {
+    pub(crate) fn run_counting<K: Consumer>(&mut self, st: &mut K, horizon: u64) {
         while let Some((ts, i)) = self.heap.peek() {
             if ts > horizon {
                 return;
@@ -298,7 +327,7 @@ impl<'a> Merger<'a> {
     /// runs: each step replays the older of the two heads, picked by index rather than by a
     /// branch, and takes the next event of its stream, until a payload ends, or an event passes
     /// `horizon` or the third stream's head; the heads then go back to the queue.
-    fn run_pair<C: Counter, const TAIL: bool>(&mut self, st: &mut Counts<C, TAIL>, horizon: u64) -> Pair {
+    fn run_pair<K: Consumer>(&mut self, st: &mut K, horizon: u64) -> Pair {
         let (Some((_, x)), Some((_, y))) = (self.heap.pop(), self.heap.pop()) else { unreachable!("two heads") };
         let ids = [x.min(y), x.max(y)];
         // Stream t's events replay while their timestamps stay below bound[t]: up to the

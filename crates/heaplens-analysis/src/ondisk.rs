@@ -48,6 +48,11 @@ impl Read for ReadAt<'_> {
 }
 
 impl DiskBlocks {
+    /// Blocks read from `file`, a trace.
+    pub fn new(file: File) -> Self {
+        DiskBlocks { file }
+    }
+
     /// The Events payload of the block at `offset` (tagged with its layout, see
     /// `decode.rs`); `None` when there is no intact Events block there any more (the file
     /// changed since it was first read).
@@ -79,7 +84,7 @@ pub(crate) fn replay(path: &Path, t: &Trace, blocks: &[BlockAt]) -> Result<Repla
             None => streams.push((b.tid, vec![b.offset])),
         }
     }
-    let disk = Arc::new(DiskBlocks { file });
+    let disk = Arc::new(DiskBlocks::new(file));
     let mut m = Merger::on_disk(disk, streams.into_iter().map(|(_, o)| o).collect());
     let mut st = State::new(t.sample_rate());
     m.run(&mut st, u64::MAX);

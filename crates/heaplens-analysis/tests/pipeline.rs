@@ -6,6 +6,7 @@
 mod common;
 
 use common::{free, malloc, Ev, TraceBuilder};
+use heaplens_analysis::view::{Block, Release, View};
 use heaplens_analysis::{analyze, analyze_file, ElfSymbolizer, Options, Trace};
 
 const START: u64 = 1_000_000_000;
@@ -27,7 +28,38 @@ fn check(name: &str, bytes: Vec<u8>) {
         assert_eq!(a, b, "{name}, budget {budget}");
         assert!(fast.summary.allocations > 0, "{name}");
     }
+    // The public replay merges the threads one block per thread at a time: the same order.
+    let mut seq = Seq::default();
+    heaplens_analysis::view::replay(&path, &mut seq).unwrap();
+    let want: Vec<(u64, u32, u64)> = trace.events().map(|e| (e.ts, e.tid, e.addr)).collect();
+    assert_eq!(seq.0.len(), want.len(), "{name}");
+    if let Some(i) = (0..want.len()).find(|&i| seq.0[i] != want[i]) {
+        panic!(
+            "{name}: event {i} differs from the unbounded merge's: {:?} against {:?}",
+            &seq.0[i..i + 3],
+            &want[i..i + 3]
+        );
+    }
     std::fs::remove_file(&path).unwrap();
+}
+
+/// Every event a view sees, as (time, thread, address).
+#[derive(Default)]
+struct Seq(Vec<(u64, u32, u64)>);
+
+impl View for Seq {
+    fn allocation(&mut self, b: &Block) {
+        self.0.push((b.ts, b.tid, b.addr));
+    }
+    fn deallocation(&mut self, r: &Release, _b: &Block) {
+        self.0.push((r.ts, r.tid, r.addr));
+    }
+    fn unmatched(&mut self, r: &Release) {
+        self.0.push((r.ts, r.tid, r.addr));
+    }
+    fn failed_allocation(&mut self, b: &Block) {
+        self.0.push((b.ts, b.tid, b.addr));
+    }
 }
 
 /// A thread allocating every `step` ns from `from` for `n` events, freeing every other block

@@ -1,0 +1,115 @@
+//! The public replay API (`heaplens_analysis::view`) driven by a consumer of its own over a
+//! real program whose blocks' lifetimes are known (`examples/lifetimes.c`).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsStr;
+
+use common::*;
+use heaplens_analysis::view::{replay, Block, Release, View};
+use heaplens_trace::Op;
+
+/// Steps of `examples/lifetimes.c` and what happened to its blocks, from the replay alone.
+#[derive(Default)]
+struct Steps {
+    /// The next step's number: step j allocates 100 + j bytes.
+    next: u64,
+    /// Live program blocks by address: (block number, step of its allocation).
+    born: HashMap<u64, (u64, u64)>,
+    /// Block number -> steps it lived, for blocks freed by `free`.
+    lifetimes: BTreeMap<u64, u64>,
+    /// Blocks released by their realloc, with the steps they lived.
+    moved: BTreeMap<u64, u64>,
+    /// Program blocks live at the end.
+    live: BTreeSet<u64>,
+    /// Releases that ended before their allocation, or on another thread.
+    bad_times: u64,
+    threads: BTreeSet<u32>,
+}
+
+impl View for Steps {
+    fn allocation(&mut self, b: &Block) {
+        assert!(b.usable >= b.size, "{b:?}");
+        self.threads.insert(b.tid);
+        if b.op == Op::Malloc && b.size == 100 + self.next {
+            self.born.insert(b.addr, (self.next, self.next));
+            self.next += 1;
+        } else if b.op == Op::Realloc && self.next > 0 && b.size == 100_000 + self.next - 1 {
+            self.born.insert(b.addr, (self.next - 1, self.next - 1));
+        }
+    }
+
+    fn deallocation(&mut self, r: &Release, b: &Block) {
+        if r.ts < b.ts || r.tid != b.tid {
+            self.bad_times += 1;
+        }
+        let Some((j, at)) = self.born.remove(&b.addr) else { return };
+        let lived = self.next - 1 - at;
+        match r.op {
+            Op::Realloc => self.moved.insert(j, lived),
+            _ => self.lifetimes.insert(j, lived),
+        };
+    }
+
+    fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+        for b in live {
+            if let Some(&(j, _)) = self.born.get(&b.addr) {
+                self.live.insert(j);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_blocks_lifetime_in_a_program_that_frees_after_known_steps() {
+    let dir = WorkDir::new("view-api");
+    let prog = compile_c(&dir, "lifetimes.c", &[]);
+    let trace = dir.join("lifetimes.hltrace");
+    let out = run_traced(&dir, &trace, &prog, &[] as &[&str]).ok("lifetimes under heaplens");
+    let n = num(&truth(&out.stdout, "lifetimes"), "steps");
+
+    let mut v = Steps::default();
+    let t = replay(&trace, &mut v).expect("the trace replays");
+    assert_eq!(v.next, n, "every step's allocation seen, in order");
+    assert_eq!(v.bad_times, 0);
+    assert_eq!(v.threads.len(), 1);
+    assert!(t.stacks.len() > 1, "the stack trie comes with the trace");
+
+    let freed = |j: u64| !j.is_multiple_of(17) && j + j % 13 < n;
+    let want_lifetimes: BTreeMap<u64, u64> = (0..n).filter(|&j| freed(j)).map(|j| (j, j % 13)).collect();
+    assert_eq!(v.lifetimes.len(), want_lifetimes.len());
+    assert_eq!(v.lifetimes, want_lifetimes);
+    let want_moved: BTreeMap<u64, u64> = (0..n).filter(|j| j % 50 == 0).map(|j| (j, 0)).collect();
+    assert_eq!(v.moved, want_moved);
+    let want_live: BTreeSet<u64> = (0..n).filter(|&j| !freed(j)).collect();
+    assert_eq!(v.live, want_live);
+}
+
+#[test]
+fn two_views_share_one_pass_and_an_aggregated_trace_says_it_has_no_events() {
+    let dir = WorkDir::new("view-api-two");
+    let prog = compile_c(&dir, "lifetimes.c", &[]);
+    let trace = dir.join("lifetimes.hltrace");
+    run_traced(&dir, &trace, &prog, &[] as &[&str]).ok("lifetimes under heaplens");
+    let (mut a, mut b) = (Steps::default(), Steps::default());
+    replay(&trace, &mut (&mut a, &mut b)).expect("the trace replays");
+    assert_eq!((a.next, &a.lifetimes, &a.live), (b.next, &b.lifetimes, &b.live));
+    assert!(a.next > 0);
+
+    let agg = dir.join("aggregated.hltrace");
+    let o = heaplens(
+        &dir,
+        &[
+            OsStr::new("run"),
+            OsStr::new("--aggregate"),
+            OsStr::new("-o"),
+            agg.as_os_str(),
+            OsStr::new("--"),
+            prog.as_os_str(),
+        ],
+    );
+    assert!(o.status.success(), "{}", o.show());
+    let err = replay(&agg, &mut Steps::default()).expect_err("no events").to_string();
+    assert!(err.contains("--aggregate") && err.contains("no events"), "{err}");
+}
