@@ -4,8 +4,8 @@
 use std::io::{self, IsTerminal, Write};
 
 use anyhow::Context;
-use heaplens_analysis::render_text::{self, TextOptions};
-use heaplens_analysis::{analyze_file, Options, Report};
+use heaplens_report::render_text::{self, TextOptions};
+use heaplens_report::{analyze_file, Options, Report};
 
 use crate::{Format, ReportArgs};
 

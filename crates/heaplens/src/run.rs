@@ -114,7 +114,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         let (trace, ended, pid) = (trace.clone(), ended.clone(), child.id());
         std::thread::Builder::new()
             .name("heaplens-symbols".into())
-            .spawn(move || heaplens_analysis::symbolize::embedded::symbolize_while_written(&trace, pid, &ended))
+            .spawn(move || heaplens_interpret::symbolize::embedded::symbolize_while_written(&trace, pid, &ended))
             .ok()
     };
     let status = child.wait().context("waiting for the program")?;
@@ -127,7 +127,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
 
     if trace.is_file() {
         let appended = append_exit(&trace, &exit).and_then(|()| match &symbols {
-            Some(t) => heaplens_analysis::symbolize::embedded::append(&trace, t).context("cannot append the symbols"),
+            Some(t) => heaplens_interpret::symbolize::embedded::append(&trace, t).context("cannot append the symbols"),
             None => Ok(()),
         });
         match appended {

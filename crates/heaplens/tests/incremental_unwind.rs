@@ -186,7 +186,7 @@ fn deep_recursion_every_stack_has_its_exact_depth() {
     for full in ["0", "1"] {
         let trace = dir.join(format!("deep-{full}.hltrace"));
         run_traced_env(&dir, &trace, &[("HEAPLENS_FULL_UNWIND", full)], &exe, &[N.to_string()]).ok("heaplens run");
-        let t = heaplens_analysis::Trace::load(&trace, false).expect("trace loads");
+        let t = heaplens_interpret::Trace::load(&trace, false).expect("trace loads");
         // The leaf's allocations are 16..80 bytes; printf's buffer is the only other one.
         let depths: Vec<i64> = t
             .events()

@@ -1,4 +1,4 @@
-//! The public replay API (`heaplens_analysis::view`) driven by a consumer of its own over a
+//! The public replay API (`heaplens_interpret::view`) driven by a consumer of its own over a
 //! real program whose blocks' lifetimes are known (`examples/lifetimes.c`).
 
 mod common;
@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 
 use common::*;
-use heaplens_analysis::view::{replay, Block, Release, View};
+use heaplens_interpret::view::{replay, Block, Release, View};
 use heaplens_trace::Op;
 
 /// Steps of `examples/lifetimes.c` and what happened to its blocks, from the replay alone.

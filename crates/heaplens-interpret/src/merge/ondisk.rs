@@ -1,0 +1,66 @@
+//! Replaying a trace from its file one block per thread at a time: the way back when the
+//! streaming replay (see `analyze.rs`) meets a block older than what it replayed already, or
+//! cannot join its two halves (see `split.rs`). The first pass noted where each thread's
+//! Events blocks are; this one merges the threads by reading, for each, its next block only
+//! when its events are reached. It holds one payload per thread, whatever the trace's length
+//! and however unevenly its threads' blocks are spread over the file, at the cost of a second
+//! pass over the file on one processor.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+
+use heaplens_trace::{BlockKind, TraceReader};
+
+use crate::decode::payload::{tagged, COLUMNS, ROWS};
+
+/// Where an Events block starts in the file, and its thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockAt {
+    /// The thread id of the payload.
+    pub tid: u32,
+    /// The block's byte offset in the file.
+    pub offset: u64,
+}
+
+/// The trace file, read block by block at known offsets.
+pub struct DiskBlocks {
+    file: File,
+}
+
+/// `Read` over a file from a position, without moving a shared file position.
+struct ReadAt<'a> {
+    file: &'a File,
+    pos: u64,
+}
+
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl DiskBlocks {
+    /// Blocks read from `file`, a trace.
+    pub fn new(file: File) -> Self {
+        DiskBlocks { file }
+    }
+
+    /// The Events payload of the block at `offset` (tagged with its layout, see
+    /// `decode.rs`); `None` when there is no intact Events block there any more (the file
+    /// changed since it was first read).
+    pub fn payload(&self, offset: u64) -> Option<Vec<u8>> {
+        let mut r = TraceReader::at_block(ReadAt { file: &self.file, pos: offset }, offset);
+        let (kind, payload) = r.next_block().ok()??;
+        if r.status().last_block != offset {
+            return None;
+        }
+        match kind {
+            BlockKind::Events => Some(tagged(payload, ROWS)),
+            BlockKind::EventColumns => Some(tagged(payload, COLUMNS)),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! The real symbolizer: DWARF line tables and inlined-function info through `addr2line`, the
+//! ELF symbol table as fallback, separate debug files found by build id or `.gnu_debuglink`.
+
+use std::borrow::Cow;
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use addr2line::Loader;
+use heaplens_trace::ModuleRecord;
+use object::{Object, ObjectSymbol, ReadCache};
+
+use super::dwarf::{push_all, DebugDwarf};
+use super::mapped::Mapped;
+use super::{Frame, Symbolizer};
+
+/// Where global debug files live (Debian's `-dbg`/`-dbgsym` packages install here).
+const DEBUG_ROOT: &str = "/usr/lib/debug";
+
+/// One module of the process, opened on first use.
+struct Module {
+    path: String,
+    basename: String,
+    base: u64,
+    build_id: Vec<u8>,
+    /// The opened files, or why they could not be used.
+    files: OnceCell<Opened>,
+}
+
+/// Module files opened so far, by path and build id: several symbolizers built one after
+/// another (as module records arrive) open each file once.
+#[derive(Default)]
+pub struct FileCache(RefCell<HashMap<(String, Vec<u8>), Opened>>);
+
+/// A module's files, or why they could not be used.
+type Opened = Rc<Result<Files, String>>;
+
+impl FileCache {
+    fn get(&self, path: &str, build_id: &[u8]) -> Opened {
+        if let Some(f) = self.0.borrow().get(&(path.to_string(), build_id.to_vec())) {
+            return f.clone();
+        }
+        let f = Rc::new(open_files(path, build_id));
+        self.0.borrow_mut().insert((path.to_string(), build_id.to_vec()), f.clone());
+        f
+    }
+}
+
+/// The module's own file and, when the DWARF lives elsewhere, its separate debug file.
+pub struct Files {
+    primary: Loader,
+    /// The separate debug file, when the primary has no DWARF.
+    debug_path: Option<PathBuf>,
+    /// Its symbol table, `(address, demangled name)` by address, read without its DWARF.
+    debug_symbols: OnceCell<Vec<(u64, String)>>,
+    /// Its DWARF, loaded on the first frame that needs it: that inflates megabytes (for libc),
+    /// which frames the paths cut anyway never need.
+    debug: OnceCell<Option<DebugDwarf>>,
+}
+
+/// Symbolizes addresses of a process from its module list ([`ModuleRecord`]s of the trace).
+/// Module files are opened lazily, once each; modules that cannot be opened (the vDSO, deleted
+/// files) give `module+0xOFFSET` frames.
+pub struct ElfSymbolizer {
+    modules: Vec<Module>,
+    /// `(start, end, module index)` of every segment, sorted by start.
+    ranges: Vec<(u64, u64, usize)>,
+    cache: Rc<FileCache>,
+}
+
+impl ElfSymbolizer {
+    /// Builds the address map from module records. Later loads win over earlier ones when
+    /// ranges overlap (an address range reused after a `dlclose`).
+    pub fn new(records: &[ModuleRecord]) -> Self {
+        Self::with_cache(records, Rc::default())
+    }
+
+    /// As [`ElfSymbolizer::new`], taking opened files from `cache`.
+    pub fn with_cache(records: &[ModuleRecord], cache: Rc<FileCache>) -> Self {
+        let mut modules = Vec::new();
+        let mut ranges = Vec::new();
+        for r in records.iter().filter(|r| r.loaded) {
+            let idx = modules.len();
+            let basename = match Path::new(&r.path).file_name() {
+                Some(n) => n.to_string_lossy().into_owned(),
+                None if r.path.is_empty() => "[unknown]".to_string(),
+                None => r.path.clone(),
+            };
+            modules.push(Module {
+                path: r.path.clone(),
+                basename,
+                base: r.base,
+                build_id: r.build_id.clone(),
+                files: OnceCell::new(),
+            });
+            for s in &r.segments {
+                let start = r.base.wrapping_add(s.vaddr);
+                ranges.push((start, start.wrapping_add(s.memsz), idx));
+            }
+        }
+        // Stable sort: for equal starts the later module stays later, and lookup prefers it.
+        ranges.sort_by_key(|r| r.0);
+        Self { modules, ranges, cache }
+    }
+
+    fn module_index(&self, addr: u64) -> Option<usize> {
+        let n = self.ranges.partition_point(|r| r.0 <= addr);
+        // Scan back over ranges starting at or below addr; the nearest containing one wins.
+        // Segments rarely overlap, so this loop ends after a step or two.
+        self.ranges[..n].iter().rev().take(64).find(|r| addr < r.1).map(|r| r.2)
+    }
+
+    fn module_of(&self, addr: u64) -> Option<&Module> {
+        self.module_index(addr).map(|i| &self.modules[i])
+    }
+
+    /// The index (in load order) of the module holding return address `ret_addr`.
+    pub fn module_of_return(&self, ret_addr: u64) -> Option<usize> {
+        self.module_index(ret_addr.wrapping_sub(1))
+    }
+
+    /// Opens the files of the module holding `ret_addr` now, so that symbolizing it later is
+    /// quick.
+    pub fn warm(&self, ret_addr: u64) {
+        if let Some(m) = self.module_of(ret_addr.wrapping_sub(1)) {
+            m.files(&self.cache);
+        }
+    }
+
+    /// The problem of each module that was used and could not be opened, by module index.
+    pub fn module_warnings(&self) -> Vec<Option<String>> {
+        self.modules.iter().map(|m| m.files.get().and_then(|f| f.as_ref().as_ref().err().cloned())).collect()
+    }
+}
+
+impl Module {
+    /// The vDSO and anonymous entries have no file to open; that is not worth a warning.
+    fn has_file(&self) -> bool {
+        !(self.path.is_empty() || self.path.starts_with("linux-vdso") || self.path.starts_with('['))
+    }
+
+    fn files(&self, cache: &FileCache) -> Option<&Files> {
+        if !self.has_file() {
+            return None;
+        }
+        self.files.get_or_init(|| cache.get(&self.path, &self.build_id)).as_ref().as_ref().ok()
+    }
+}
+
+fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
+    let file = File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
+    let ids = match Mapped::new(&file) {
+        Some(map) => ids(map.bytes()),
+        None => ids(&ReadCache::new(file)),
+    };
+    let (file_id, debuglink) = ids.map_err(|e| format!("cannot parse {path}: {e}"))?;
+    if let Some(file_id) = &file_id {
+        // A rebuilt file would give confident wrong names: better none.
+        if !build_id.is_empty() && file_id != build_id {
+            return Err(format!("{path} changed since the run (build id differs): not symbolized"));
+        }
+    }
+    let primary = Loader::new(path).map_err(|e| format!("cannot load {path}: {e}"))?;
+    // Probing the section table is cheap; a separate debug file is looked for only when needed.
+    let has_dwarf = primary.get_section_range(b".debug_info").is_some_and(|r| r.end > r.begin);
+    let debug_path = if has_dwarf {
+        None
+    } else {
+        let id = if build_id.is_empty() { file_id.unwrap_or_default() } else { build_id.to_vec() };
+        debug_file(Path::new(path), debuglink.as_deref(), &id)
+    };
+    Ok(Files { primary, debug_path, debug_symbols: OnceCell::new(), debug: OnceCell::new() })
+}
+
+/// The build id and `.gnu_debuglink` file name of an object file.
+type Ids = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+fn ids<'d, R: object::ReadRef<'d>>(data: R) -> object::Result<Ids> {
+    let obj = object::File::parse(data)?;
+    let link = obj.gnu_debuglink().ok().flatten().map(|(name, _crc)| name.to_vec());
+    Ok((obj.build_id().ok().flatten().map(<[u8]>::to_vec), link))
+}
+
+/// Finds the separate debug file of `path`: by build id under /usr/lib/debug/.build-id, then by
+/// `.gnu_debuglink` (`link`) next to the file, in its `.debug/` directory, and under
+/// /usr/lib/debug.
+fn debug_file(path: &Path, link: Option<&[u8]>, id: &[u8]) -> Option<PathBuf> {
+    if id.len() >= 2 {
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let p = PathBuf::from(format!("{DEBUG_ROOT}/.build-id/{}/{}.debug", &hex[..2], &hex[2..]));
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    let name = Path::new(std::str::from_utf8(link?).ok()?);
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let canon_dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let global = Path::new(DEBUG_ROOT).join(canon_dir.strip_prefix("/").unwrap_or(&canon_dir));
+    [dir.join(name), dir.join(".debug").join(name), global.join(name)]
+        .into_iter()
+        .find(|p| p.is_file() && p.as_path() != path)
+}
+
+fn demangle(name: &str) -> String {
+    addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned()
+}
+
+/// The symbol table of `path` (`(address, demangled name)` by address), read through the
+/// section table alone; empty when it cannot be read.
+fn read_symbols(path: &Path) -> Vec<(u64, String)> {
+    let Some(map) = File::open(path).ok().and_then(|f| Mapped::new(&f)) else { return Vec::new() };
+    let Ok(obj) = object::File::parse(map.bytes()) else { return Vec::new() };
+    // Of the names at one address, the public one without its symbol version
+    // (`__libc_start_main`, not `__libc_start_main_alias_1` or `__libc_start_main@GLIBC_2.2.5`).
+    let mut syms: Vec<(u64, bool, bool, &str)> = obj
+        .symbols()
+        .filter(|s| s.is_definition() && matches!(s.kind(), object::SymbolKind::Text | object::SymbolKind::Data))
+        .filter_map(|s| {
+            let n = s.name().ok().filter(|n| !n.is_empty())?;
+            Some((s.address(), !s.is_global(), n.contains('@'), n))
+        })
+        .collect();
+    syms.sort_unstable();
+    syms.dedup_by_key(|s| s.0);
+    syms.into_iter().map(|(a, _, _, n)| (a, demangle(n.split('@').next().unwrap_or(n)))).collect()
+}
+
+impl Files {
+    /// The symbol-table entry containing `probe` (debug file first: a stripped file keeps only
+    /// `.dynsym`).
+    fn symbol(&self, probe: u64) -> Option<(String, u64)> {
+        if let Some(p) = &self.debug_path {
+            let syms = self.debug_symbols.get_or_init(|| read_symbols(p));
+            let i = syms.partition_point(|&(a, _)| a <= probe);
+            if let Some((a, name)) = i.checked_sub(1).map(|i| &syms[i]) {
+                return Some((name.clone(), *a));
+            }
+        }
+        self.primary.find_symbol_info(probe).map(|s| (demangle(s.name()), s.address()))
+    }
+
+    /// Appends the DWARF frames of `probe` (none when there is no DWARF for it).
+    fn push_frames(&self, probe: u64, unknown: &Frame, out: &mut Vec<Frame>) {
+        match self.debug.get_or_init(|| self.debug_path.as_deref().and_then(DebugDwarf::load)) {
+            Some(d) => d.push_frames(probe, unknown, out),
+            None => {
+                if let Ok(f) = self.primary.find_frames(probe) {
+                    push_all(f, unknown, out);
+                }
+            }
+        }
+    }
+}
+
+impl Symbolizer for ElfSymbolizer {
+    fn warnings(&self) -> Vec<String> {
+        self.module_warnings().into_iter().flatten().collect()
+    }
+
+    fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
+        let Some(m) = self.module_of(ret_addr.wrapping_sub(1)) else {
+            out.push(Frame::default());
+            return;
+        };
+        let offset = ret_addr.wrapping_sub(m.base);
+        let unknown = Frame { module: Some(m.basename.clone()), module_offset: offset, ..Frame::default() };
+        let Some(files) = m.files(&self.cache) else {
+            out.push(unknown);
+            return;
+        };
+        let probe = offset.wrapping_sub(1);
+        let symbol = files.symbol(probe);
+        if let Some((name, addr)) = &symbol {
+            if crate::paths::is_cut(name) {
+                // The paths drop this frame: its name is all it needs.
+                out.push(Frame {
+                    function: Some(name.clone()),
+                    symbol_offset: Some(offset.wrapping_sub(*addr)),
+                    ..unknown
+                });
+                return;
+            }
+        }
+        let start = out.len();
+        files.push_frames(probe, &unknown, out);
+        if out.len() == start {
+            // No DWARF for this address: one frame from the symbol table.
+            out.push(unknown);
+        }
+        let last = out.last_mut().expect("at least one frame was pushed");
+        if let Some((name, addr)) = symbol {
+            last.symbol_offset = Some(offset.wrapping_sub(addr));
+            if last.function.is_none() {
+                last.function = Some(name);
+            }
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! The replay every view reads: one pass over a trace's events in time order across threads,
+//! each deallocation paired with the allocation it ends.
+//!
+//! A view (an export, a picture, a table) implements [`View`] and is driven by [`replay`]:
+//!
+//! ```no_run
+//! use heaplens_interpret::view::{replay, Block, Release, View};
+//!
+//! /// Bytes live per thread that allocated them.
+//! #[derive(Default)]
+//! struct Lifetimes { total_ns: u64, blocks: u64 }
+//!
+//! impl View for Lifetimes {
+//!     fn deallocation(&mut self, release: &Release, block: &Block) {
+//!         self.total_ns += release.ts - block.ts;
+//!         self.blocks += 1;
+//!     }
+//! }
+//!
+//! let mut v = Lifetimes::default();
+//! let trace = replay("app.hltrace".as_ref(), &mut v)?;
+//! println!("{} blocks lived {} ns on average", v.blocks, v.total_ns / v.blocks.max(1));
+//! # Ok::<(), heaplens_interpret::LoadError>(())
+//! ```
+//!
+//! Several views share one pass as a tuple (`(&mut a, &mut b)` is a view). The pass holds one
+//! payload per thread and the live blocks, whatever the trace's length: it reads the file once
+//! to find each thread's blocks and once more to merge them, reading each thread's next block
+//! when its events are reached (`ondisk.rs`). The call-stack trie, the module map and what is
+//! needed to symbolize come with the returned [`Trace`]; [`crate::paths`] and
+//! [`crate::symbolize`] symbolize a stack on demand.
+
+use std::path::Path;
+
+use heaplens_trace::{Event, Op, OpClass, TimeMap};
+
+use crate::idmap::IdMap;
+use crate::load::{LoadError, Sink, Trace};
+use crate::merge::ondisk::{BlockAt, DiskBlocks};
+use crate::merge::{Consumer, Merger};
+
+/// An allocated block, as its allocation made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// When it was allocated, `CLOCK_MONOTONIC` nanoseconds.
+    pub ts: u64,
+    /// The allocating thread's id.
+    pub tid: u32,
+    /// Its address (0 for a failed allocation).
+    pub addr: u64,
+    /// Bytes requested.
+    pub size: u64,
+    /// Bytes usable (the allocator's size for the block, at least `size`).
+    pub usable: u64,
+    /// The entry point that allocated it (`malloc`, `operator new[]`, `realloc`...).
+    pub op: Op,
+    /// Its allocation stack: a node of the trie in [`Trace::stacks`].
+    pub stack: u32,
+}
+
+/// A deallocation (or the release of a reallocation's old block).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// When, `CLOCK_MONOTONIC` nanoseconds.
+    pub ts: u64,
+    /// The releasing thread's id.
+    pub tid: u32,
+    /// The address released.
+    pub addr: u64,
+    /// The entry point (`free`, `operator delete`, or the `realloc` that moved the block).
+    pub op: Op,
+}
+
+/// A consumer of the replay. Every method has an empty default: a view implements what it
+/// needs. Events come in time order across threads (ties in the order of the threads' first
+/// blocks in the file); a reallocation comes as the release of its old block (even when the
+/// block grew in place) followed by the allocation of the new one, both with the realloc's op.
+/// In a trace recorded with `--sample-rate`, these are the sampled events (see
+/// [`Trace::sample_rate`] for weighting them).
+pub trait View {
+    /// A block was allocated.
+    fn allocation(&mut self, _block: &Block) {}
+    /// `release` ended `block`; its lifetime is `release.ts - block.ts` nanoseconds.
+    fn deallocation(&mut self, _release: &Release, _block: &Block) {}
+    /// An allocation returned NULL (`attempt.addr` is 0).
+    fn failed_allocation(&mut self, _attempt: &Block) {}
+    /// A release of an address that was not live (allocated before recording started, or
+    /// `free(NULL)` when `addr` is 0).
+    fn unmatched(&mut self, _release: &Release) {}
+    /// An allocation returned an address still live: the block there was released unseen.
+    fn overwritten(&mut self, _block: &Block) {}
+    /// The end of the trace, with the blocks still live (in no particular order).
+    fn end(&mut self, _live: &mut dyn Iterator<Item = &Block>) {}
+}
+
+impl<V: View + ?Sized> View for &mut V {
+    fn allocation(&mut self, b: &Block) {
+        (**self).allocation(b)
+    }
+    fn deallocation(&mut self, r: &Release, b: &Block) {
+        (**self).deallocation(r, b)
+    }
+    fn failed_allocation(&mut self, b: &Block) {
+        (**self).failed_allocation(b)
+    }
+    fn unmatched(&mut self, r: &Release) {
+        (**self).unmatched(r)
+    }
+    fn overwritten(&mut self, b: &Block) {
+        (**self).overwritten(b)
+    }
+    fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+        (**self).end(live)
+    }
+}
+
+impl<A: View, B: View> View for (A, B) {
+    fn allocation(&mut self, b: &Block) {
+        self.0.allocation(b);
+        self.1.allocation(b);
+    }
+    fn deallocation(&mut self, r: &Release, b: &Block) {
+        self.0.deallocation(r, b);
+        self.1.deallocation(r, b);
+    }
+    fn failed_allocation(&mut self, b: &Block) {
+        self.0.failed_allocation(b);
+        self.1.failed_allocation(b);
+    }
+    fn unmatched(&mut self, r: &Release) {
+        self.0.unmatched(r);
+        self.1.unmatched(r);
+    }
+    fn overwritten(&mut self, b: &Block) {
+        self.0.overwritten(b);
+        self.1.overwritten(b);
+    }
+    fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+        let blocks: Vec<Block> = live.copied().collect();
+        self.0.end(&mut blocks.iter());
+        self.1.end(&mut blocks.iter());
+    }
+}
+
+/// Replays the events of the trace at `path` into `view`, and returns the rest of the trace
+/// (process, modules, stack trie, health) as read.
+///
+/// # Errors
+/// [`LoadError`] when the file cannot be read or is not a heaplens trace, and
+/// [`LoadError::NoEvents`] for a trace recorded with `--aggregate`, which has counters only.
+pub fn replay(path: &Path, view: &mut dyn View) -> Result<Trace, LoadError> {
+    let mut index = Index::default();
+    let t = Trace::load_into(path, None, &mut index)?;
+    if t.aggregate.is_some() {
+        return Err(LoadError::NoEvents { path: path.into() });
+    }
+    let file = std::fs::File::open(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
+    let (mut m, tids) = Merger::on_disk(DiskBlocks::new(file), &index.blocks);
+    let mut l = Lifetimes { view, clock: t.clock, tids, live: IdMap::default() };
+    m.run(&mut l, u64::MAX);
+    let mut live = l.live.values();
+    l.view.end(&mut live);
+    Ok(t)
+}
+
+/// Notes where the Events blocks are, keeping none of them.
+#[derive(Default)]
+struct Index {
+    blocks: Vec<BlockAt>,
+}
+
+impl Sink for Index {
+    fn events(&mut self, _t: &mut Trace, tid: u32, _payload: Vec<u8>, offset: u64) {
+        self.blocks.push(BlockAt { tid, offset });
+    }
+}
+
+/// Pairs releases with the allocations they end, for a [`View`].
+struct Lifetimes<'v> {
+    view: &'v mut dyn View,
+    clock: TimeMap,
+    /// Thread id per stream.
+    tids: Vec<u32>,
+    live: IdMap<u64, Block>,
+}
+
+impl Lifetimes<'_> {
+    fn block(&self, e: &Event, tid: u32) -> Block {
+        Block {
+            ts: self.clock.to_ns(e.ts),
+            tid,
+            addr: e.addr,
+            size: e.size,
+            usable: e.usable.max(e.size),
+            op: e.op,
+            stack: e.stack,
+        }
+    }
+
+    fn release(&mut self, e: &Event, tid: u32, addr: u64) {
+        let r = Release { ts: self.clock.to_ns(e.ts), tid, addr, op: e.op };
+        match (addr != 0).then(|| self.live.remove(&addr)).flatten() {
+            Some(b) => self.view.deallocation(&r, &b),
+            None => self.view.unmatched(&r),
+        }
+    }
+
+    fn allocate(&mut self, e: &Event, tid: u32) {
+        let b = self.block(e, tid);
+        if b.addr == 0 {
+            return self.view.failed_allocation(&b);
+        }
+        if let Some(old) = self.live.insert(b.addr, b) {
+            self.view.overwritten(&old);
+        }
+        self.view.allocation(&b);
+    }
+}
+
+impl Consumer for Lifetimes<'_> {
+    /// The stream's thread id is what its events carry from one to the next.
+    fn begin_run(&mut self, stream: u32, _first_ts: u64) -> u64 {
+        u64::from(self.tids[stream as usize])
+    }
+
+    fn event(&mut self, e: &Event, tid: &mut u64) {
+        let tid = *tid as u32;
+        match e.op.class() {
+            OpClass::Alloc => self.allocate(e, tid),
+            OpClass::Dealloc => self.release(e, tid, e.addr),
+            OpClass::Realloc => {
+                if e.addr != 0 || e.size == 0 {
+                    // realloc(NULL, n) only allocates; realloc(p, 0) only releases.
+                    if e.old_addr != 0 {
+                        self.release(e, tid, e.old_addr);
+                    }
+                    if e.addr != 0 {
+                        self.allocate(e, tid);
+                    }
+                } else {
+                    // Failed: the old block stays.
+                    let b = self.block(e, tid);
+                    self.view.failed_allocation(&b);
+                }
+            }
+        }
+    }
+
+    fn end_run(&mut self, _stream: u32, _last: u64, _events: u64, _last_ts: u64, _max_ts: u64) {}
+}
