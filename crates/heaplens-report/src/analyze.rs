@@ -102,11 +102,13 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
             .name("heaplens-symbols".into())
             .spawn_scoped(scope, move || match heaplens_interpret::symbolize::embedded::read(path) {
                 // Symbolized while the program ran: nothing to do but let the reader go on.
-                Some(r) => {
+                Some(Ok(r)) => {
                     sym_rx.into_iter().for_each(drop);
-                    r
+                    (r, false)
                 }
-                None => symbolize_all(sym_rx, p),
+                // Damaged: symbolized from the module files, as if they were not there.
+                Some(Err(_)) => (symbolize_all(sym_rx, p), true),
+                None => (symbolize_all(sym_rx, p), false),
             })
             .expect("cannot start a thread");
         let bar = &bar;
@@ -185,11 +187,21 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
         tm("symbols done");
         replayed.map(|(t, r)| (t, r, results))
     })?;
+    let (results, damaged_symbols) = results;
     let mut sym = CachedSymbolizer::new(results);
-    let r = report(&trace, &replay, &mut sym, opts);
+    let mut r = report(&trace, &replay, &mut sym, opts);
+    if damaged_symbols {
+        r.trace.malformed_blocks += 1;
+        r.trace.symbol_warnings.insert(0, DAMAGED_SYMBOLS.into());
+    }
     tm("tables done");
     Ok(r)
 }
+
+/// The warning for a trace whose embedded Symbols block passed its checksum but does not
+/// decode (a string, frame or module index past its tables).
+pub const DAMAGED_SYMBOLS: &str =
+    "the symbols embedded in the trace are damaged: symbolized from the module files instead";
 
 /// What the reader thread sends to the replay.
 enum Msg {

@@ -118,7 +118,7 @@ impl SymbolTable {
     /// Parses a payload.
     ///
     /// # Errors
-    /// [`Malformed`] if it is cut short or refers to a string it lacks.
+    /// [`Malformed`] if it is cut short, or refers to a string or a module warning it lacks.
     pub fn decode(p: &[u8]) -> Result<Self, Malformed> {
         let e = Malformed("symbols");
         let mut c = Cursor::new(p);
@@ -141,7 +141,11 @@ impl SymbolTable {
         for _ in 0..c.var().ok_or(e)? {
             let addr = prev.wrapping_add(c.var().ok_or(e)?);
             prev = addr;
-            let module = c.var().ok_or(e)?.checked_sub(1).map(|m| m as u32);
+            let module = match c.var().ok_or(e)?.checked_sub(1) {
+                // A module is an index into the warnings, which the report marks as used.
+                Some(m) if m >= t.module_warnings.len() as u64 => return Err(e),
+                m => m.map(|m| m as u32),
+            };
             let mut frames = Vec::new();
             for _ in 0..c.var().ok_or(e)? {
                 frames.push(SymbolFrame {
@@ -192,5 +196,16 @@ mod tests {
         for cut in 0..enc.len() {
             assert!(SymbolTable::decode(&enc[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_module_index_past_the_warnings_is_malformed() {
+        let t = SymbolTable {
+            module_warnings: vec![None],
+            entries: vec![SymbolEntry { addr: 0x10, module: Some(3), frames: vec![SymbolFrame::default()] }],
+        };
+        assert!(SymbolTable::decode(&t.encode()).is_err());
+        let ok = SymbolTable { entries: vec![SymbolEntry { module: Some(0), ..t.entries[0].clone() }], ..t };
+        assert_eq!(SymbolTable::decode(&ok.encode()).unwrap(), ok);
     }
 }

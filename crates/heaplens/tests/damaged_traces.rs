@@ -245,3 +245,37 @@ fn known_damaged_traces_are_reported_in_bounded_memory() {
     std::fs::write(&path, w.get_mut()).unwrap();
     check(&dir, &path, "random blocks");
 }
+
+/// Item 12 of issue 20: a Symbols block whose checksum matches but whose contents index past
+/// its tables (a frame's module past the module warnings made the symbolizer panic). The report
+/// says the block is damaged, symbolizes from the module files instead, and its numbers are
+/// those of the undamaged trace.
+#[test]
+fn a_damaged_symbols_block_is_reported_and_skipped() {
+    use heaplens_interpret::symbolize::embedded;
+    let dir = WorkDir::new("damaged-symbols");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let path = dir.join("widgets.hltrace");
+    run_traced(&dir, &path, &exe, &["2000"]).ok("heaplens run");
+    let good = report(&dir, &path);
+    let mut table = embedded::read_table(&path).expect("symbols embedded").expect("symbols intact");
+    assert!(!table.entries.is_empty());
+    for e in &mut table.entries {
+        e.module = Some(table.module_warnings.len() as u32 + 7);
+    }
+    // The Symbols block starts where the index (the last 8 bytes) says: write the damaged
+    // table there instead, with valid checksums.
+    let bytes = std::fs::read(&path).unwrap();
+    let symbols_at = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap());
+    std::fs::write(&path, &bytes[..symbols_at as usize]).unwrap();
+    embedded::append(&path, &table).unwrap();
+    assert!(embedded::read_table(&path).expect("a Symbols block").is_err(), "the damage is seen");
+    check(&dir, &path, "Symbols block with module indices past its warnings");
+    let bad = report(&dir, &path);
+    assert_eq!(u(&bad, "trace/malformed_blocks"), 1);
+    let warnings = arr(&bad, "trace/symbol_warnings");
+    assert!(warnings.iter().any(|w| w.as_str().unwrap_or("").contains("damaged")), "{warnings:?}");
+    for key in ["summary", "leaks", "bins", "direct", "call_graph"] {
+        assert_eq!(at(&bad, key), at(&good, key), "{key} as in the undamaged trace");
+    }
+}

@@ -159,8 +159,8 @@ impl Symbolizer for CachedSymbolizer {
         match self.r.frames.get(&ret_addr) {
             Some(&(start, n, module)) => {
                 out.extend_from_slice(&self.r.arena[start as usize..(start + n) as usize]);
-                if let Some(m) = module {
-                    self.used[m] = true;
+                if let Some(used) = module.and_then(|m| self.used.get_mut(m)) {
+                    *used = true;
                 }
             }
             None => out.push(Frame::default()),

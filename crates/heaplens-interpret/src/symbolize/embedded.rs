@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use heaplens_trace::symbols::INDEX_BLOCK_LEN;
 use heaplens_trace::{
-    BlockKind, BlockWriter, Codec, ModuleRecord, ProcessRecord, StackNode, SymbolTable, TraceReader, FILE_HEADER_LEN,
-    MAGIC,
+    BlockKind, BlockWriter, Codec, Malformed, ModuleRecord, ProcessRecord, StackNode, SymbolTable, TraceReader,
+    FILE_HEADER_LEN, MAGIC,
 };
 
 use super::cached::{symbolize_all, SymMsg, SymProgress, SymResults};
@@ -175,14 +175,15 @@ pub fn append(path: &Path, table: &SymbolTable) -> io::Result<()> {
     Ok(())
 }
 
-/// The symbols embedded in the trace at `path`, if `heaplens run` appended them (and they
-/// read back whole).
-pub fn read(path: &Path) -> Option<SymResults> {
-    read_table(path).map(SymResults::from_table)
+/// The symbols embedded in the trace at `path`, if `heaplens run` appended them: `None`
+/// when there are none, `Some(Err)` when their block is there but damaged (its checksum
+/// matched, its contents do not decode).
+pub fn read(path: &Path) -> Option<Result<SymResults, Malformed>> {
+    read_table(path).map(|t| t.map(SymResults::from_table))
 }
 
-/// The [`SymbolTable`] embedded in the trace at `path`, if any.
-pub fn read_table(path: &Path) -> Option<SymbolTable> {
+/// The [`SymbolTable`] embedded in the trace at `path`, if any (see [`read`]).
+pub fn read_table(path: &Path) -> Option<Result<SymbolTable, Malformed>> {
     let mut f = File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     let index_at = len.checked_sub(INDEX_BLOCK_LEN as u64).filter(|&o| o >= FILE_HEADER_LEN as u64)?;
@@ -194,5 +195,5 @@ pub fn read_table(path: &Path) -> Option<SymbolTable> {
     let index = block_at(&mut f, index_at, BlockKind::SymbolsIndex)?;
     let at = u64::from_le_bytes(index.get(..8)?.try_into().ok()?);
     let payload = block_at(&mut f, at.min(index_at), BlockKind::Symbols)?;
-    SymbolTable::decode(&payload).ok()
+    Some(SymbolTable::decode(&payload))
 }
