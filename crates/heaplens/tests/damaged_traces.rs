@@ -11,6 +11,7 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::Command;
@@ -277,5 +278,184 @@ fn a_damaged_symbols_block_is_reported_and_skipped() {
     assert!(warnings.iter().any(|w| w.as_str().unwrap_or("").contains("damaged")), "{warnings:?}");
     for key in ["summary", "leaks", "bins", "direct", "call_graph"] {
         assert_eq!(at(&bad, key), at(&good, key), "{key} as in the undamaged trace");
+    }
+}
+
+/// The corpus of damaged traces checked in (`tests/data/damaged/`, made by `regenerate_corpus`
+/// from a trace of `widgets 200`), with what `heaplens report` must make of each: an error
+/// line naming the problem, or a report with these counts and this health.
+const CORPUS: &[(&str, Want)] = &[
+    ("empty.hltrace", Want::Error("not a heaplens trace (bad magic)")),
+    ("header-only.hltrace", Want::Report { events: 0, truncated: false, corrupt: 0, malformed: 0, allocations: 0 }),
+    ("version-1.hltrace", Want::Error("unsupported trace version 1")),
+    // widgets 200 writes one Events block: cut, or its checksum broken, it is lost whole.
+    ("truncated.hltrace", Want::Report { events: 0, truncated: true, corrupt: 0, malformed: 0, allocations: 0 }),
+    ("bad-checksum.hltrace", Want::Report { events: 0, truncated: false, corrupt: 1, malformed: 0, allocations: 0 }),
+    (
+        "stack-node-2e28.hltrace",
+        Want::Report { events: 306, truncated: false, corrupt: 0, malformed: 1, allocations: 200 },
+    ),
+    (
+        "symbols-bad-module.hltrace",
+        Want::Report { events: 306, truncated: false, corrupt: 0, malformed: 1, allocations: 200 },
+    ),
+    (
+        "symbols-index-past-eof.hltrace",
+        Want::Report { events: 306, truncated: false, corrupt: 0, malformed: 0, allocations: 200 },
+    ),
+    // The events before the huge varint are kept.
+    (
+        "events-huge-varint.hltrace",
+        Want::Report { events: 197, truncated: false, corrupt: 0, malformed: 1, allocations: 197 },
+    ),
+    ("random-blocks.hltrace", Want::Report { events: 0, truncated: false, corrupt: 0, malformed: 11, allocations: 0 }),
+    (
+        "unknown-kind.hltrace",
+        Want::Report { events: 306, truncated: false, corrupt: 0, malformed: 0, allocations: 200 },
+    ),
+];
+
+/// What a corpus trace must give.
+#[derive(Debug)]
+enum Want {
+    /// Exit status 2 with one error line containing this.
+    Error(&'static str),
+    /// A report with these figures (`trace/events`, `trace/truncated`, `trace/corrupt_blocks`,
+    /// `trace/malformed_blocks`, `summary/allocations`).
+    Report { events: u64, truncated: bool, corrupt: u64, malformed: u64, allocations: u64 },
+}
+
+fn corpus_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/damaged")
+}
+
+/// What `heaplens report --format json` makes of `trace`, as a [`Want`] to compare.
+fn outcome(dir: &WorkDir, trace: &Path) -> String {
+    check(dir, trace, &trace.display().to_string());
+    let out = heaplens(dir, &[OsStr::new("report"), trace.as_os_str(), OsStr::new("--format"), OsStr::new("json")]);
+    if out.status.code() == Some(2) {
+        return format!("Error({:?})", out.stderr.trim());
+    }
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    format!(
+        "Report {{ events: {}, truncated: {}, corrupt: {}, malformed: {}, allocations: {} }}",
+        u(&v, "trace/events"),
+        at(&v, "trace/truncated").as_bool().unwrap(),
+        u(&v, "trace/corrupt_blocks"),
+        u(&v, "trace/malformed_blocks"),
+        u(&v, "summary/allocations")
+    )
+}
+
+#[test]
+fn the_corpus_of_damaged_traces_reports_as_expected() {
+    let dir = WorkDir::new("damaged-corpus");
+    for (name, want) in CORPUS {
+        let path = corpus_dir().join(name);
+        let got = outcome(&dir, &path);
+        let ok = match want {
+            Want::Error(needle) => got.starts_with("Error(") && got.contains(needle),
+            w => got == format!("{w:?}"),
+        };
+        assert!(ok, "{name}: got {got}, want {want:?}");
+    }
+}
+
+/// Writes the corpus (run by hand: `cargo test -p heaplens --test damaged_traces
+/// regenerate_corpus -- --ignored`), printing each file's outcome for [`CORPUS`].
+#[test]
+#[ignore]
+fn regenerate_corpus() {
+    use heaplens_interpret::symbolize::embedded;
+    let dir = WorkDir::new("damaged-corpus-gen");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("source.hltrace");
+    run_traced(&dir, &trace, &exe, &["200"]).ok("heaplens run");
+    let table = embedded::read_table(&trace).expect("symbols").expect("intact");
+    // Blocks stored raw move, so the source leaves its symbols out (they are appended anew).
+    let source: Vec<_> = blocks(&trace)
+        .into_iter()
+        .filter(|(k, _)| !matches!(k, BlockKind::Symbols | BlockKind::SymbolsIndex))
+        .collect();
+    let out = corpus_dir();
+    std::fs::create_dir_all(&out).unwrap();
+    let path = |name: &str| out.join(name);
+    let bytes_of = |b: &[(BlockKind, Vec<u8>)]| {
+        let p = dir.join("tmp.hltrace");
+        write(&p, b);
+        std::fs::read(p).unwrap()
+    };
+    let whole = bytes_of(&source);
+    std::fs::write(path("empty.hltrace"), b"").unwrap();
+    std::fs::write(path("header-only.hltrace"), &whole[..16]).unwrap();
+    let mut v1 = whole.clone();
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    std::fs::write(path("version-1.hltrace"), &v1).unwrap();
+    // Cut inside the last Events block, and one byte of the first Events block's payload
+    // flipped (its checksum then fails): block boundaries from the reader.
+    let mut r = TraceReader::new(&whole[..]).unwrap();
+    let mut events_at = Vec::new();
+    while let Some((k, _)) = r.next_block().unwrap() {
+        if matches!(k, BlockKind::Events | BlockKind::EventColumns) {
+            events_at.push((r.status().last_block, r.status().offset));
+        }
+    }
+    let (last_start, last_end) = *events_at.last().expect("events");
+    std::fs::write(path("truncated.hltrace"), &whole[..((last_start + last_end) / 2) as usize]).unwrap();
+    let mut flipped = whole.clone();
+    let (first_start, first_end) = events_at[0];
+    flipped[((first_start + 16 + first_end) / 2) as usize] ^= 0x10;
+    std::fs::write(path("bad-checksum.hltrace"), &flipped).unwrap();
+    let mut b = source.clone();
+    let mut huge = Vec::new();
+    let id = (1u32 << 28) - 1;
+    heaplens_trace::StackNode::begin(&mut huge, id);
+    heaplens_trace::StackNode::push(&mut huge, id, 0, 0x401000);
+    b.insert(1, (BlockKind::Stacks, huge));
+    write(&path("stack-node-2e28.hltrace"), &b);
+    write(&path("symbols-bad-module.hltrace"), &source);
+    let mut bad = table.clone();
+    for e in &mut bad.entries {
+        e.module = Some(bad.module_warnings.len() as u32 + 7);
+    }
+    embedded::append(&path("symbols-bad-module.hltrace"), &bad).unwrap();
+    let mut b = source.clone();
+    b.push((BlockKind::SymbolsIndex, (1u64 << 40).to_le_bytes().to_vec()));
+    write(&path("symbols-index-past-eof.hltrace"), &b);
+    let mut b = source.clone();
+    for (k, p) in b.iter_mut() {
+        if matches!(k, BlockKind::Events | BlockKind::EventColumns) && p.len() > 12 {
+            let i = p.len() / 2;
+            p.splice(i..i + 1, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
+        }
+    }
+    write(&path("events-huge-varint.hltrace"), &b);
+    let mut rng = Rng(501);
+    let mut w = BlockWriter::new(Vec::new()).unwrap();
+    let kinds = [BlockKind::Process, BlockKind::Stacks, BlockKind::Events, BlockKind::Modules, BlockKind::End];
+    let mut total = 0;
+    while total < 501 {
+        let p: Vec<u8> = (0..rng.below(60)).map(|_| rng.next() as u8).collect();
+        total += p.len() + 16;
+        w.write_block_as(kinds[rng.below(kinds.len())], &p, Codec::Raw).unwrap();
+    }
+    std::fs::write(path("random-blocks.hltrace"), w.get_mut()).unwrap();
+    // A block of kind 200 (a newer writer's) after the Process block: header fields as in
+    // `heaplens_trace::block` (kind, codec, reserved, stored and raw length, CRC-32).
+    let payload = b"from a newer writer";
+    let mut unknown = vec![200u8, 0, 0, 0];
+    unknown.extend((payload.len() as u32).to_le_bytes());
+    unknown.extend((payload.len() as u32).to_le_bytes());
+    unknown.extend(crc32fast::hash(payload).to_le_bytes());
+    unknown.extend(payload);
+    let mut r = TraceReader::new(&whole[..]).unwrap();
+    r.next_block().unwrap();
+    let cut = r.status().offset as usize;
+    let mut with = whole[..cut].to_vec();
+    with.extend(unknown);
+    with.extend(&whole[cut..]);
+    std::fs::write(path("unknown-kind.hltrace"), with).unwrap();
+    for (name, _) in CORPUS {
+        println!("(\"{name}\", {}),", outcome(&dir, &out.join(name)));
     }
 }
