@@ -1,11 +1,12 @@
-//! `heaplens`: the command line. Thin glue over the monitor (`run`) and the analysis crate
-//! (`report`); each subcommand lives in its own module.
+//! `heaplens`: the command line. Thin glue over the monitor (`run`) and the views (`report`,
+//! `export`); each subcommand lives in its own module.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod export;
 mod report;
 mod run;
 mod snapshot;
@@ -29,6 +30,8 @@ enum Command {
     Run(RunArgs),
     /// Print the summary and mprof's tables (leaks, size bins, direct allocators, call graph).
     Report(ReportArgs),
+    /// Write the trace in another tool's format: folded stacks and flame graphs, pprof.
+    Export(ExportArgs),
     /// Ask a program running under `heaplens run --aggregate` to write a snapshot of its
     /// counters into its trace now (then `heaplens report` the trace while it runs).
     Snapshot(SnapshotArgs),
@@ -110,6 +113,48 @@ pub struct ReportArgs {
     pub memory: u64,
 }
 
+/// Arguments of `heaplens export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The trace file written by `heaplens run`.
+    pub trace: PathBuf,
+    /// The format to write.
+    #[arg(long, value_enum)]
+    pub format: ExportFormat,
+    /// The file to write.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// The number each stack gets, for the formats that hold one (collapsed, flamegraph).
+    #[arg(long, value_enum, default_value_t = ExportMetric::AllocBytes)]
+    pub metric: ExportMetric,
+}
+
+/// Export formats.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Folded stacks (`outer;...;inner count`), for flamegraph.pl, inferno, speedscope.
+    Collapsed,
+    /// An interactive SVG flame graph (open it in a browser).
+    Flamegraph,
+    /// pprof's legacy heap profile text, for `google-pprof --text PROGRAM OUT`.
+    PprofText,
+}
+
+/// What each stack counts in an export.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportMetric {
+    /// Bytes allocated.
+    AllocBytes,
+    /// Allocations.
+    AllocCount,
+    /// Bytes in use at the peak.
+    InuseBytes,
+    /// Bytes still live at exit.
+    LeakedBytes,
+    /// Blocks still live at exit.
+    LeakedCount,
+}
+
 /// Report output formats.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -144,6 +189,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::execute(&a),
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {

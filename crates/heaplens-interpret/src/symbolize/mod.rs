@@ -30,6 +30,17 @@ pub trait Symbolizer {
     }
 }
 
+/// The symbolizer for the trace at `path` (`trace` as loaded from it): the symbols `heaplens
+/// run` embedded in it when they are there and intact, else the module files it names (which
+/// must still be on this machine for names to resolve). The second value is true when
+/// embedded symbols were there but damaged.
+pub fn for_trace(path: &std::path::Path, trace: &crate::Trace) -> (Box<dyn Symbolizer>, bool) {
+    match embedded::read(path) {
+        Some(Ok(r)) => (Box::new(cached::CachedSymbolizer::new(r)), false),
+        damaged => (Box::new(ElfSymbolizer::new(&trace.modules)), damaged.is_some()),
+    }
+}
+
 /// A symbolizer from a fixed table, for tests and synthetic traces: each return address maps
 /// to a list of function names (innermost first); unknown addresses give an unnamed frame.
 #[derive(Debug, Clone, Default)]

@@ -1,0 +1,73 @@
+//! Folded stacks (Brendan Gregg's `stackcollapse` output: `outer;...;inner count`, one line per
+//! stack) and the flame graph drawn from them with inferno.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use heaplens_interpret::paths::resolve;
+use heaplens_interpret::symbolize::for_trace;
+use heaplens_interpret::Trace;
+
+use crate::totals::StackTotals;
+use crate::Metric;
+
+/// The folded line of every stack whose metric is not 0 (stacks whose functions are the same
+/// merged), with the symbolizer's warnings.
+pub fn lines(
+    path: &Path,
+    t: &Trace,
+    stacks: &[(u32, StackTotals)],
+    metric: Metric,
+    progress: bool,
+) -> (Vec<(String, u64)>, Vec<String>) {
+    let kept: Vec<(u32, u64)> = stacks.iter().map(|(id, s)| (*id, metric.of(s))).filter(|&(_, n)| n > 0).collect();
+    let ids: Vec<u32> = kept.iter().map(|&(id, _)| id).collect();
+    let (mut sym, damaged) = for_trace(path, t);
+    let (frames, paths) = resolve(&t.stacks, &ids, sym.as_mut(), progress);
+    let mut folded: std::collections::BTreeMap<String, u64> = Default::default();
+    for (i, &(_, n)) in kept.iter().enumerate() {
+        let names: Vec<String> = paths
+            .get(i)
+            .iter()
+            .rev()
+            // `;` separates frames; a name holding one (an operator) would split.
+            .map(|&site| frames.name(frames.function_of(site)).replace(';', ":"))
+            .collect();
+        let line = if names.is_empty() { "[unknown]".to_string() } else { names.join(";") };
+        *folded.entry(line).or_default() += n;
+    }
+    let mut warnings = sym.warnings();
+    if damaged {
+        warnings.insert(0, "the symbols embedded in the trace are damaged: symbolized from the module files".into());
+    }
+    (folded.into_iter().collect(), warnings)
+}
+
+/// Writes `lines` as folded stacks.
+pub fn write(w: &mut dyn Write, lines: &[(String, u64)]) -> io::Result<()> {
+    for (stack, n) in lines {
+        writeln!(w, "{stack} {n}")?;
+    }
+    Ok(())
+}
+
+/// Draws `lines` as an SVG flame graph titled after the trace.
+pub fn flamegraph(w: &mut dyn Write, lines: &[(String, u64)], metric: Metric, trace: &Path) -> io::Result<()> {
+    let text: Vec<String> = lines.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = format!("{} by allocation stack", title(metric));
+    opts.subtitle = Some(trace.display().to_string());
+    opts.count_name = metric.unit().into();
+    opts.name_type = "Function:".into();
+    inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w).map_err(io::Error::other)
+}
+
+fn title(metric: Metric) -> &'static str {
+    match metric {
+        Metric::AllocBytes => "Bytes allocated",
+        Metric::AllocCount => "Allocations",
+        Metric::InuseBytes => "Bytes in use at the peak",
+        Metric::LeakedBytes => "Bytes leaked",
+        Metric::LeakedCount => "Blocks leaked",
+    }
+}

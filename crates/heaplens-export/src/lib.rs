@@ -1,0 +1,178 @@
+//! heaplens export: a trace written in the formats of the tools people already use, from the
+//! one replay every view reads (`heaplens_interpret::view`), in memory that does not grow with
+//! the trace.
+//!
+//! | format | what opens it |
+//! |---|---|
+//! | [`Format::Collapsed`] | flame graph tools: Brendan Gregg's folded stacks, `stack count` |
+//! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) |
+//! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text |
+//!
+//! ```no_run
+//! use heaplens_export::{export, Format, Metric, Options};
+//! let opts = Options { format: Format::Flamegraph, metric: Metric::AllocBytes, progress: false };
+//! let done = export("app.hltrace".as_ref(), "app.svg".as_ref(), &opts)?;
+//! println!("{} stacks, {} bytes", done.stacks, done.total);
+//! # Ok::<(), heaplens_export::ExportError>(())
+//! ```
+
+#![warn(missing_docs)]
+
+mod collapsed;
+mod pprof_text;
+pub mod totals;
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use heaplens_interpret::view::replay;
+use heaplens_interpret::{LoadError, Trace};
+
+use crate::totals::{PeakLive, StackTotals, Totals};
+
+/// The export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Folded stacks: one line per stack, `outer;...;inner count`, outermost frame first.
+    Collapsed,
+    /// An SVG flame graph of the folded stacks.
+    Flamegraph,
+    /// The legacy pprof heap profile: in-use (at exit) and allocated objects and bytes per
+    /// stack of return addresses, and the module map for symbolizing them.
+    PprofText,
+}
+
+/// The number each stack gets, for the formats that hold one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Metric {
+    /// Bytes allocated (requested sizes).
+    #[default]
+    AllocBytes,
+    /// Allocations.
+    AllocCount,
+    /// Bytes live at the peak (the first moment the process's live bytes were highest).
+    InuseBytes,
+    /// Bytes still live at the end of the trace.
+    LeakedBytes,
+    /// Blocks still live at the end.
+    LeakedCount,
+}
+
+impl Metric {
+    /// This metric of one stack's totals.
+    pub fn of(self, t: &StackTotals) -> u64 {
+        match self {
+            Metric::AllocBytes => t.bytes,
+            Metric::AllocCount => t.allocs,
+            Metric::InuseBytes => t.peak_bytes,
+            Metric::LeakedBytes => t.leaked_bytes,
+            Metric::LeakedCount => t.leaked,
+        }
+    }
+
+    /// What it counts (the flame graph's unit).
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::AllocBytes | Metric::InuseBytes | Metric::LeakedBytes => "bytes",
+            Metric::AllocCount | Metric::LeakedCount => "blocks",
+        }
+    }
+}
+
+/// What to export.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The format.
+    pub format: Format,
+    /// The number per stack (ignored by [`Format::PprofText`], which holds all four of its own).
+    pub metric: Metric,
+    /// Show progress bars on stderr (drawn only when it is a terminal).
+    pub progress: bool,
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, Default)]
+pub struct Exported {
+    /// Stacks written.
+    pub stacks: usize,
+    /// The sum of the metric over them (for pprof text: the bytes allocated).
+    pub total: u64,
+    /// Problems worth a line on stderr: a damaged trace (what could be read was exported),
+    /// symbols that could not be found.
+    pub warnings: Vec<String>,
+}
+
+/// Why an export failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// The trace could not be read.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The output could not be written.
+    #[error("cannot write {path}: {reason}")]
+    Write {
+        /// The output file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: std::io::Error,
+    },
+}
+
+/// Exports the trace at `trace` to `out` (replaced if it exists).
+///
+/// # Errors
+/// [`ExportError::Load`] when the trace cannot be read at all (a damaged one is exported as far
+/// as it reads, with a warning), [`ExportError::Write`] when `out` cannot be written.
+pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
+    let mut totals = Totals::default();
+    let t = replay(trace, &mut totals)?;
+    if opts.metric == Metric::InuseBytes && opts.format != Format::PprofText {
+        let mut peak = PeakLive::new(totals.peak.1);
+        replay(trace, &mut peak)?;
+        for (stack, (bytes, blocks)) in peak.snapshot.unwrap_or_default() {
+            let s = totals.stacks.entry(stack).or_default();
+            s.peak_bytes = bytes;
+            s.peak_blocks = blocks;
+        }
+    }
+    let mut stacks: Vec<(u32, StackTotals)> = totals.stacks.into_iter().collect();
+    stacks.sort_unstable_by_key(|&(id, _)| id);
+    let mut done = Exported { warnings: damage(&t), ..Exported::default() };
+    let write_err = |reason| ExportError::Write { path: out.into(), reason };
+    let file = File::create(out).map_err(write_err)?;
+    let mut w = BufWriter::new(file);
+    match opts.format {
+        Format::PprofText => pprof_text::write(&mut w, &t, &stacks, &mut done),
+        Format::Collapsed | Format::Flamegraph => {
+            let (lines, warnings) = collapsed::lines(trace, &t, &stacks, opts.metric, opts.progress);
+            done.warnings.extend(warnings);
+            done.stacks = lines.len();
+            done.total = lines.iter().map(|(_, n)| n).sum();
+            if opts.format == Format::Collapsed {
+                collapsed::write(&mut w, &lines)
+            } else {
+                collapsed::flamegraph(&mut w, &lines, opts.metric, trace)
+            }
+        }
+    }
+    .and_then(|()| w.flush())
+    .map_err(write_err)?;
+    Ok(done)
+}
+
+/// Warnings for a damaged trace.
+fn damage(t: &Trace) -> Vec<String> {
+    let h = &t.health;
+    let mut w = Vec::new();
+    if let Some(at) = h.truncated_at {
+        w.push(format!("the trace is truncated at byte {at}: exported what it holds before"));
+    }
+    if h.corrupt_blocks + h.malformed_blocks > 0 {
+        w.push(format!(
+            "{} damaged blocks in the trace were skipped: exported the rest",
+            h.corrupt_blocks + h.malformed_blocks
+        ));
+    }
+    w
+}

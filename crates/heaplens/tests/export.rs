@@ -1,0 +1,153 @@
+//! `heaplens export`: every format read back by the tool that reads it, on the widgets example
+//! and on a multi-threaded C++ program, with the same numbers `heaplens report` prints.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// `heaplens export TRACE --format F -o OUT [--metric M]`, which must succeed.
+fn export(dir: &WorkDir, trace: &Path, format: &str, metric: Option<&str>, out: &str) -> std::path::PathBuf {
+    let path = dir.join(out);
+    let mut args = vec!["export".to_string(), trace.display().to_string(), "--format".into(), format.into()];
+    args.extend(["-o".into(), path.display().to_string()]);
+    if let Some(m) = metric {
+        args.extend(["--metric".into(), m.into()]);
+    }
+    heaplens(dir, &args).ok(&format!("heaplens export --format {format}"));
+    path
+}
+
+/// The sum of the counts of a folded-stacks file, and its heaviest line's stack.
+fn folded(path: &Path) -> (u64, String) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut total = 0;
+    let mut top = (0, String::new());
+    for line in text.lines() {
+        let (stack, n) = line.rsplit_once(' ').expect("`stack count`");
+        let n: u64 = n.parse().expect("a count");
+        total += n;
+        if n > top.0 {
+            top = (n, stack.to_string());
+        }
+    }
+    (total, top.1)
+}
+
+/// The top direct allocator of the report (by bytes).
+fn top_direct(report: &Value) -> String {
+    let rows = arr(report, "direct/rows");
+    let best = rows.iter().max_by_key(|r| u(r, "bytes")).expect("a direct allocator");
+    at(best, "function").as_str().unwrap().to_string()
+}
+
+/// `google-pprof --text --show_bytes [flag] PROGRAM PROFILE`: the total and the first row's
+/// function.
+fn pprof_text(dir: &WorkDir, program: &Path, profile: &Path, flag: &str) -> (u64, String) {
+    let mut cmd = Command::new("google-pprof");
+    cmd.args(["--text", "--show_bytes", flag]).arg(program).arg(profile);
+    let out = run_cmd(cmd, &dir.path).ok("google-pprof (apt-get install google-perftools)");
+    let mut lines = out.stdout.lines();
+    let total = lines.next().and_then(|l| l.strip_prefix("Total: ")).expect("a Total line");
+    let total: u64 = total.split(' ').next().unwrap().parse().unwrap();
+    // `flat flat% sum% cum cum% function`, the function possibly with spaces and `(inline)`.
+    let row = lines.next().expect("a row");
+    let function = row.split_whitespace().skip(5).collect::<Vec<_>>().join(" ");
+    (total, function.trim_end_matches(" (inline)").to_string())
+}
+
+/// A C++ name as pprof shows it: without template arguments and parameters
+/// (`std::vector<int>::push_back(int const&)` is `std::vector::push_back`).
+fn pprof_name(name: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 => break,
+            c if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every check of the formats on one recorded program.
+fn check_all(dir: &WorkDir, program: &Path, trace: &Path) {
+    let r = report(dir, trace);
+    let want = [
+        ("alloc-bytes", u(&r, "summary/bytes_allocated")),
+        ("alloc-count", u(&r, "summary/allocations")),
+        ("inuse-bytes", u(&r, "summary/peak_bytes")),
+        ("leaked-bytes", u(&r, "summary/leaked_bytes")),
+        ("leaked-count", u(&r, "summary/leaked_objects")),
+    ];
+    let top = top_direct(&r);
+    for (metric, total) in want {
+        let out = export(dir, trace, "collapsed", Some(metric), &format!("{metric}.folded"));
+        let (sum, heaviest) = folded(&out);
+        assert_eq!(sum, total, "collapsed --metric {metric} sums to the report's figure");
+        if metric == "alloc-bytes" {
+            assert!(heaviest.ends_with(&top), "the heaviest stack ends in the top allocator {top}: {heaviest}");
+        }
+    }
+
+    // The SVG parses as XML (Python's parser) and names the top allocating function.
+    let svg = export(dir, trace, "flamegraph", None, "flame.svg");
+    let mut py = Command::new("python3");
+    py.args(["-c", "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); print(r.tag)"])
+        .arg(&svg);
+    let o = run_cmd(py, &dir.path).ok("the flame graph parses as XML");
+    assert!(o.stdout.trim().ends_with("svg"), "{}", o.stdout);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let escaped = top.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    assert!(text.contains(&escaped), "the flame graph names {top}");
+
+    // pprof's own reader: in-use at exit, bytes allocated, and the same top allocator.
+    let heap = export(dir, trace, "pprof-text", None, "out.heap");
+    let (inuse, _) = pprof_text(dir, program, &heap, "--inuse_space");
+    assert_eq!(inuse, u(&r, "summary/leaked_bytes"), "pprof's in-use total is the bytes live at exit");
+    let (alloc, first) = pprof_text(dir, program, &heap, "--alloc_space");
+    assert_eq!(alloc, u(&r, "summary/bytes_allocated"), "pprof's allocated total");
+    assert_eq!(first, pprof_name(&top), "pprof's top allocating function is the report's");
+    let (objects, _) = pprof_text(dir, program, &heap, "--alloc_objects");
+    assert_eq!(objects, u(&r, "summary/allocations"), "pprof's allocated objects");
+}
+
+#[test]
+fn widgets_exports_read_back_with_the_reports_numbers() {
+    let dir = WorkDir::new("export-widgets");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("widgets.hltrace");
+    run_traced(&dir, &trace, &exe, &["3000"]).ok("widgets under heaplens");
+    check_all(&dir, &exe, &trace);
+}
+
+#[test]
+fn multi_threaded_cxx_exports_read_back_with_the_reports_numbers() {
+    let dir = WorkDir::new("export-churn");
+    let exe = compile(&dir, "g++", "../bench/workloads/churn.cpp", "churn", &["-O2", "-g", "-pthread"]);
+    let trace = dir.join("churn.hltrace");
+    run_traced(&dir, &trace, &exe, &["4", "20000"]).ok("churn under heaplens");
+    assert!(u(&report(&dir, &trace), "summary/threads") >= 4);
+    check_all(&dir, &exe, &trace);
+}
+
+#[test]
+fn bad_input_gets_one_error_line() {
+    let dir = WorkDir::new("export-errors");
+    let o = heaplens(&dir, &["export", "/nonexistent.hltrace", "--format", "collapsed", "-o", "x"]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.show());
+    assert_one_line_error(&o, "a missing trace");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    run_traced(&dir, &trace, &exe, &["100"]).ok("widgets");
+    let o = heaplens(&dir, &["export", trace.to_str().unwrap(), "--format", "collapsed", "-o", "/nonexistent/dir/x"]);
+    assert_eq!(o.status.code(), Some(2), "{}", o.show());
+    assert_one_line_error(&o, "an unwritable output");
+    assert!(o.stderr.contains("cannot write"), "{}", o.stderr);
+}
