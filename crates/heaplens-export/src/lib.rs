@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use heaplens_interpret::view::replay;
+use heaplens_interpret::view::replay_with_progress;
 use heaplens_interpret::{LoadError, Trace};
 
 use crate::totals::{PeakLive, StackTotals, Totals};
@@ -126,10 +126,10 @@ pub enum ExportError {
 /// as it reads, with a warning), [`ExportError::Write`] when `out` cannot be written.
 pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
     let mut totals = Totals::default();
-    let t = replay(trace, &mut totals)?;
+    let t = replay_with_progress(trace, &mut totals, opts.progress)?;
     if opts.metric == Metric::InuseBytes && opts.format != Format::PprofText {
         let mut peak = PeakLive::new(totals.peak.1);
-        replay(trace, &mut peak)?;
+        replay_with_progress(trace, &mut peak, opts.progress)?;
         for (stack, (bytes, blocks)) in peak.snapshot.unwrap_or_default() {
             let s = totals.stacks.entry(stack).or_default();
             s.peak_bytes = bytes;

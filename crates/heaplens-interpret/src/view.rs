@@ -31,6 +31,7 @@
 //! [`crate::symbolize`] symbolize a stack on demand.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use heaplens_trace::{Event, Op, OpClass, TimeMap};
 
@@ -38,6 +39,7 @@ use crate::idmap::IdMap;
 use crate::load::{LoadError, Sink, Trace};
 use crate::merge::ondisk::{BlockAt, DiskBlocks};
 use crate::merge::{Consumer, Merger};
+use crate::progress::Progress;
 
 /// An allocated block, as its allocation made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,15 +151,30 @@ impl<A: View, B: View> View for (A, B) {
 /// [`LoadError`] when the file cannot be read or is not a heaplens trace, and
 /// [`LoadError::NoEvents`] for a trace recorded with `--aggregate`, which has counters only.
 pub fn replay(path: &Path, view: &mut dyn View) -> Result<Trace, LoadError> {
+    replay_with_progress(path, view, false)
+}
+
+/// [`replay`], with progress bars on stderr for both passes over the file when `progress` is
+/// true and stderr is a terminal.
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_with_progress(path: &Path, view: &mut dyn View, progress: bool) -> Result<Trace, LoadError> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut index = Index::default();
-    let t = Trace::load_into(path, None, &mut index)?;
+    let bar = Progress::bytes(progress, size, "indexing trace");
+    let t = Trace::load_into(path, Some(&bar), &mut index)?;
+    bar.finish();
     if t.aggregate.is_some() {
         return Err(LoadError::NoEvents { path: path.into() });
     }
     let file = std::fs::File::open(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
-    let (mut m, tids) = Merger::on_disk(DiskBlocks::new(file), &index.blocks);
-    let mut l = Lifetimes { view, clock: t.clock, tids, live: IdMap::default() };
+    let disk = Arc::new(DiskBlocks::new(file));
+    let (mut m, tids) = Merger::on_disk(disk.clone(), &index.blocks);
+    let bar = Progress::bytes(progress, size, "replaying");
+    let mut l = Lifetimes { view, clock: t.clock, tids, live: IdMap::default(), runs: 0, bar: &bar, disk: &disk };
     m.run(&mut l, u64::MAX);
+    bar.finish();
     let mut live = l.live.values();
     l.view.end(&mut live);
     Ok(t)
@@ -182,6 +199,10 @@ struct Lifetimes<'v> {
     /// Thread id per stream.
     tids: Vec<u32>,
     live: IdMap<u64, Block>,
+    /// Runs replayed, and where the bar shows how far into the file they are.
+    runs: u64,
+    bar: &'v Progress,
+    disk: &'v DiskBlocks,
 }
 
 impl Lifetimes<'_> {
@@ -246,5 +267,10 @@ impl Consumer for Lifetimes<'_> {
         }
     }
 
-    fn end_run(&mut self, _stream: u32, _last: u64, _events: u64, _last_ts: u64, _max_ts: u64) {}
+    fn end_run(&mut self, _stream: u32, _last: u64, _events: u64, _last_ts: u64, _max_ts: u64) {
+        self.runs += 1;
+        if self.runs.is_multiple_of(4096) {
+            self.bar.set(self.disk.reached());
+        }
+    }
 }

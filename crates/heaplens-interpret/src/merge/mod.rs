@@ -194,7 +194,7 @@ impl<'a> Merger<'a> {
     /// A merger over the Events blocks `blocks` (in file order) of the trace in `file`, each
     /// payload read when reached; with the thread id of each stream (threads in order of
     /// their first block).
-    pub fn on_disk(file: DiskBlocks, blocks: &[BlockAt]) -> (Self, Vec<u32>) {
+    pub fn on_disk(file: Arc<DiskBlocks>, blocks: &[BlockAt]) -> (Self, Vec<u32>) {
         let mut streams: Vec<(u32, Vec<u64>)> = Vec::new();
         let mut index: HashMap<u32, usize> = HashMap::new();
         for b in blocks {
@@ -204,7 +204,6 @@ impl<'a> Merger<'a> {
             });
             streams[i].1.push(b.offset);
         }
-        let file = Arc::new(file);
         let mut m = Self::empty();
         m.streams.extend(streams.iter_mut().map(|(_, b)| Stream::new(Blocks::OnDisk(file.clone(), std::mem::take(b)))));
         m.rewind();

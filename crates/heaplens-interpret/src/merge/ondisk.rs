@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use heaplens_trace::{BlockKind, TraceReader};
 
@@ -26,6 +27,8 @@ pub struct BlockAt {
 /// The trace file, read block by block at known offsets.
 pub struct DiskBlocks {
     file: File,
+    /// The end of the last block read (for a progress bar).
+    reached: AtomicU64,
 }
 
 /// `Read` over a file from a position, without moving a shared file position.
@@ -45,7 +48,12 @@ impl Read for ReadAt<'_> {
 impl DiskBlocks {
     /// Blocks read from `file`, a trace.
     pub fn new(file: File) -> Self {
-        DiskBlocks { file }
+        DiskBlocks { file, reached: AtomicU64::new(0) }
+    }
+
+    /// How far into the file blocks were read (the end of the furthest), bytes.
+    pub fn reached(&self) -> u64 {
+        self.reached.load(Ordering::Relaxed)
     }
 
     /// The Events payload of the block at `offset` (tagged with its layout, see
@@ -57,6 +65,7 @@ impl DiskBlocks {
         if r.status().last_block != offset {
             return None;
         }
+        self.reached.fetch_max(r.status().offset, Ordering::Relaxed);
         match kind {
             BlockKind::Events => Some(tagged(payload, ROWS)),
             BlockKind::EventColumns => Some(tagged(payload, COLUMNS)),

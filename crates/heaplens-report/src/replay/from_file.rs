@@ -37,7 +37,7 @@ pub fn replay_trace(t: &Trace) -> Replay {
 /// [`LoadError::Io`] when the file cannot be opened again.
 pub(crate) fn replay(path: &Path, t: &Trace, blocks: &[BlockAt]) -> Result<Replay, LoadError> {
     let file = File::open(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
-    let (mut m, _tids) = Merger::on_disk(DiskBlocks::new(file), blocks);
+    let (mut m, _tids) = Merger::on_disk(std::sync::Arc::new(DiskBlocks::new(file)), blocks);
     let mut st = State::new(t.sample_rate());
     st.run(&mut m, u64::MAX);
     st.add_malformed(m.malformed());
