@@ -7,6 +7,7 @@
 //! | [`Format::Collapsed`] | flame graph tools: Brendan Gregg's folded stacks, `stack count` |
 //! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) |
 //! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text |
+//! | [`Format::Pprof`] | `go tool pprof OUT`, pprof.me, Grafana Pyroscope: gzipped profile.proto |
 //!
 //! ```no_run
 //! use heaplens_export::{export, Format, Metric, Options};
@@ -19,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod collapsed;
+mod pprof;
 mod pprof_text;
 pub mod totals;
 
@@ -41,6 +43,9 @@ pub enum Format {
     /// The legacy pprof heap profile: in-use (at exit) and allocated objects and bytes per
     /// stack of return addresses, and the module map for symbolizing them.
     PprofText,
+    /// pprof's profile.proto, gzipped: the four heap sample types, symbolized locations with
+    /// lines and inlined functions, mappings with build ids, a `thread` label per sample.
+    Pprof,
 }
 
 /// The number each stack gets, for the formats that hold one.
@@ -85,7 +90,7 @@ impl Metric {
 pub struct Options {
     /// The format.
     pub format: Format,
-    /// The number per stack (ignored by [`Format::PprofText`], which holds all four of its own).
+    /// The number per stack (ignored by the pprof formats, which hold all four of their own).
     pub metric: Metric,
     /// Show progress bars on stderr (drawn only when it is a terminal).
     pub progress: bool,
@@ -127,23 +132,27 @@ pub enum ExportError {
 pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
     let mut totals = Totals::default();
     let t = replay_with_progress(trace, &mut totals, opts.progress)?;
-    if opts.metric == Metric::InuseBytes && opts.format != Format::PprofText {
+    if opts.metric == Metric::InuseBytes && matches!(opts.format, Format::Collapsed | Format::Flamegraph) {
         let mut peak = PeakLive::new(totals.peak.1);
         replay_with_progress(trace, &mut peak, opts.progress)?;
+        // Counted per stack only: the thread the key names is the first that allocated there.
         for (stack, (bytes, blocks)) in peak.snapshot.unwrap_or_default() {
-            let s = totals.stacks.entry(stack).or_default();
+            let key = totals.stacks.keys().find(|k| k.0 == stack).copied().unwrap_or((stack, 0));
+            let s = totals.stacks.entry(key).or_default();
             s.peak_bytes = bytes;
             s.peak_blocks = blocks;
         }
     }
-    let mut stacks: Vec<(u32, StackTotals)> = totals.stacks.into_iter().collect();
-    stacks.sort_unstable_by_key(|&(id, _)| id);
+    let mut by_thread: Vec<((u32, u32), StackTotals)> = totals.stacks.into_iter().collect();
+    by_thread.sort_unstable_by_key(|&(key, _)| key);
+    let stacks = by_stack(&by_thread);
     let mut done = Exported { warnings: damage(&t), ..Exported::default() };
     let write_err = |reason| ExportError::Write { path: out.into(), reason };
     let file = File::create(out).map_err(write_err)?;
     let mut w = BufWriter::new(file);
     match opts.format {
         Format::PprofText => pprof_text::write(&mut w, &t, &stacks, &mut done),
+        Format::Pprof => pprof::write(&mut w, trace, &t, &by_thread, &mut done),
         Format::Collapsed | Format::Flamegraph => {
             let (lines, warnings) = collapsed::lines(trace, &t, &stacks, opts.metric, opts.progress);
             done.warnings.extend(warnings);
@@ -159,6 +168,25 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     .and_then(|()| w.flush())
     .map_err(write_err)?;
     Ok(done)
+}
+
+/// The totals of every stack over its threads, by stack id.
+fn by_stack(by_thread: &[((u32, u32), StackTotals)]) -> Vec<(u32, StackTotals)> {
+    let mut out: Vec<(u32, StackTotals)> = Vec::new();
+    for &((stack, _), t) in by_thread {
+        match out.last_mut() {
+            Some((s, sum)) if *s == stack => {
+                sum.allocs += t.allocs;
+                sum.bytes += t.bytes;
+                sum.leaked += t.leaked;
+                sum.leaked_bytes += t.leaked_bytes;
+                sum.peak_bytes += t.peak_bytes;
+                sum.peak_blocks += t.peak_blocks;
+            }
+            _ => out.push((stack, t)),
+        }
+    }
+    out
 }
 
 /// Warnings for a damaged trace.

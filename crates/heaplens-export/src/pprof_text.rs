@@ -59,7 +59,7 @@ pub fn write(w: &mut dyn Write, t: &Trace, stacks: &[(u32, StackTotals)], done: 
 
 /// The modules loaded at some point and not replaced by a later load at the same base: the
 /// last record for each base wins.
-fn live_modules(records: &[ModuleRecord]) -> Vec<&ModuleRecord> {
+pub fn live_modules(records: &[ModuleRecord]) -> Vec<&ModuleRecord> {
     let mut by_base: std::collections::BTreeMap<u64, &ModuleRecord> = Default::default();
     // Files only: the vDSO has no file for pprof to read.
     for m in records.iter().filter(|m| m.loaded && m.path.starts_with('/')) {

@@ -26,8 +26,8 @@ pub struct StackTotals {
 /// peak (by its position in the event stream), for [`PeakLive`].
 #[derive(Debug, Default)]
 pub struct Totals {
-    /// Counters by stack id.
-    pub stacks: IdMap<u32, StackTotals>,
+    /// Counters by (stack id, allocating thread id).
+    pub stacks: IdMap<(u32, u32), StackTotals>,
     /// Events seen (allocations, deallocations, failed and unmatched calls).
     pub events: u64,
     live_bytes: u64,
@@ -38,7 +38,7 @@ pub struct Totals {
 impl View for Totals {
     fn allocation(&mut self, b: &Block) {
         self.events += 1;
-        let s = self.stacks.entry(b.stack).or_default();
+        let s = self.stacks.entry((b.stack, b.tid)).or_default();
         s.allocs += 1;
         s.bytes += b.size;
         self.live_bytes += b.size;
@@ -62,7 +62,7 @@ impl View for Totals {
     }
     fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
         for b in live {
-            let s = self.stacks.entry(b.stack).or_default();
+            let s = self.stacks.entry((b.stack, b.tid)).or_default();
             s.leaked += 1;
             s.leaked_bytes += b.size;
         }

@@ -14,6 +14,7 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
             ExportFormat::Collapsed => Format::Collapsed,
             ExportFormat::Flamegraph => Format::Flamegraph,
             ExportFormat::PprofText => Format::PprofText,
+            ExportFormat::Pprof => Format::Pprof,
         },
         metric: match a.metric {
             ExportMetric::AllocBytes => Metric::AllocBytes,

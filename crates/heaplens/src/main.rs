@@ -30,7 +30,7 @@ enum Command {
     Run(RunArgs),
     /// Print the summary and mprof's tables (leaks, size bins, direct allocators, call graph).
     Report(ReportArgs),
-    /// Write the trace in another tool's format: folded stacks and flame graphs, pprof.
+    /// Write the trace in another tool's format: folded stacks, flame graphs, pprof.
     Export(ExportArgs),
     /// Ask a program running under `heaplens run --aggregate` to write a snapshot of its
     /// counters into its trace now (then `heaplens report` the trace while it runs).
@@ -138,6 +138,8 @@ pub enum ExportFormat {
     Flamegraph,
     /// pprof's legacy heap profile text, for `google-pprof --text PROGRAM OUT`.
     PprofText,
+    /// pprof's profile.proto, gzipped, for `go tool pprof OUT` and pprof.me.
+    Pprof,
 }
 
 /// What each stack counts in an export.

@@ -73,7 +73,7 @@ fn pprof_name(name: &str) -> String {
             _ => {}
         }
     }
-    out
+    out.trim().to_string()
 }
 
 /// Every check of the formats on one recorded program.
@@ -116,6 +116,52 @@ fn check_all(dir: &WorkDir, program: &Path, trace: &Path) {
     assert_eq!(first, pprof_name(&top), "pprof's top allocating function is the report's");
     let (objects, _) = pprof_text(dir, program, &heap, "--alloc_objects");
     assert_eq!(objects, u(&r, "summary/allocations"), "pprof's allocated objects");
+
+    // profile.proto through Go's pprof: the samples' sums, and its top function.
+    let pb = export(dir, trace, "pprof", None, "out.pb.gz");
+    let sums = go_pprof_sums(dir, &pb);
+    assert_eq!(sums[0], u(&r, "summary/allocations"), "alloc_objects");
+    assert_eq!(sums[1], u(&r, "summary/bytes_allocated"), "alloc_space");
+    assert_eq!(sums[2], u(&r, "summary/leaked_objects"), "inuse_objects (live at exit)");
+    assert_eq!(sums[3], u(&r, "summary/leaked_bytes"), "inuse_space (live at exit)");
+    let top_go = go_pprof_top(dir, &pb);
+    assert_eq!(pprof_name(&top_go), pprof_name(&top), "go tool pprof's top function is the report's");
+}
+
+/// `go tool pprof -raw`: the sums of the four sample values over every sample.
+fn go_pprof_sums(dir: &WorkDir, pb: &Path) -> [u64; 4] {
+    let mut cmd = Command::new("go");
+    cmd.args(["tool", "pprof", "-raw"]).arg(pb);
+    let out = run_cmd(cmd, &dir.path).ok("go tool pprof -raw (apt-get install golang-go)");
+    let mut sums = [0u64; 4];
+    let mut in_samples = false;
+    for line in out.stdout.lines() {
+        if line.starts_with("Samples:") {
+            in_samples = true;
+        } else if line.starts_with("Locations") {
+            break;
+        } else if in_samples {
+            if let Some((values, _)) = line.split_once(':') {
+                let v: Vec<u64> = values.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+                if v.len() == 4 {
+                    for (s, x) in sums.iter_mut().zip(v) {
+                        *s += x;
+                    }
+                }
+            }
+        }
+    }
+    sums
+}
+
+/// `go tool pprof -top -sample_index=alloc_space`: the first function listed.
+fn go_pprof_top(dir: &WorkDir, pb: &Path) -> String {
+    let mut cmd = Command::new("go");
+    cmd.args(["tool", "pprof", "-top", "-sample_index=alloc_space"]).arg(pb);
+    let out = run_cmd(cmd, &dir.path).ok("go tool pprof -top");
+    let mut lines = out.stdout.lines().skip_while(|l| !l.trim_start().starts_with("flat"));
+    let row = lines.nth(1).expect("a row");
+    row.split_whitespace().skip(5).collect::<Vec<_>>().join(" ")
 }
 
 #[test]
