@@ -8,6 +8,7 @@
 //! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) |
 //! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text |
 //! | [`Format::Pprof`] | `go tool pprof OUT`, pprof.me, Grafana Pyroscope: gzipped profile.proto |
+//! | [`Format::Firefox`] | profiler.firefox.com (Load a profile from file): allocation samples, memory track |
 //!
 //! ```no_run
 //! use heaplens_export::{export, Format, Metric, Options};
@@ -20,6 +21,7 @@
 #![warn(missing_docs)]
 
 mod collapsed;
+mod firefox;
 mod pprof;
 mod pprof_text;
 pub mod totals;
@@ -46,6 +48,9 @@ pub enum Format {
     /// pprof's profile.proto, gzipped: the four heap sample types, symbolized locations with
     /// lines and inlined functions, mappings with build ids, a `thread` label per sample.
     Pprof,
+    /// The Firefox Profiler's processed profile (JSON): every allocation and deallocation as
+    /// a native allocation sample, and a memory counter track.
+    Firefox,
 }
 
 /// The number each stack gets, for the formats that hold one.
@@ -130,6 +135,9 @@ pub enum ExportError {
 /// [`ExportError::Load`] when the trace cannot be read at all (a damaged one is exported as far
 /// as it reads, with a warning), [`ExportError::Write`] when `out` cannot be written.
 pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
+    if opts.format == Format::Firefox {
+        return export_firefox(trace, out, opts);
+    }
     let mut totals = Totals::default();
     let t = replay_with_progress(trace, &mut totals, opts.progress)?;
     if opts.metric == Metric::InuseBytes && matches!(opts.format, Format::Collapsed | Format::Flamegraph) {
@@ -153,6 +161,7 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     match opts.format {
         Format::PprofText => pprof_text::write(&mut w, &t, &stacks, &mut done),
         Format::Pprof => pprof::write(&mut w, trace, &t, &by_thread, &mut done),
+        Format::Firefox => unreachable!("exported by export_firefox"),
         Format::Collapsed | Format::Flamegraph => {
             let (lines, warnings) = collapsed::lines(trace, &t, &stacks, opts.metric, opts.progress);
             done.warnings.extend(warnings);
@@ -168,6 +177,31 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     .and_then(|()| w.flush())
     .map_err(write_err)?;
     Ok(done)
+}
+
+/// The Firefox profile: one pass of the replay building it, then the JSON. (The crate keeps the
+/// whole profile in memory until it is written, about 40 bytes an event.)
+fn export_firefox(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
+    // The stack trie and the modules first, for symbolizing as the replay goes.
+    let t = Trace::load_into(trace, None, &mut NoEvents)?;
+    let (sym, _damaged) = heaplens_interpret::symbolize::for_trace(trace, &t);
+    let mut ff = firefox::Firefox::new(&t, sym);
+    replay_with_progress(trace, &mut ff, opts.progress)?;
+    let mut done = Exported { warnings: damage(&t), stacks: ff.stacks(), total: ff.bytes };
+    done.warnings.extend(ff.warnings());
+    let end = t.exit.as_ref().map(|e| e.end_mono_ns).unwrap_or(0);
+    let write_err = |reason| ExportError::Write { path: out.into(), reason };
+    let file = File::create(out).map_err(write_err)?;
+    let mut w = BufWriter::new(file);
+    ff.write(&mut w, end).and_then(|()| w.flush()).map_err(write_err)?;
+    Ok(done)
+}
+
+/// Reads a trace's records, dropping its events.
+struct NoEvents;
+
+impl heaplens_interpret::load::Sink for NoEvents {
+    fn events(&mut self, _t: &mut Trace, _tid: u32, _payload: Vec<u8>, _offset: u64) {}
 }
 
 /// The totals of every stack over its threads, by stack id.

@@ -15,6 +15,7 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
             ExportFormat::Flamegraph => Format::Flamegraph,
             ExportFormat::PprofText => Format::PprofText,
             ExportFormat::Pprof => Format::Pprof,
+            ExportFormat::Firefox => Format::Firefox,
         },
         metric: match a.metric {
             ExportMetric::AllocBytes => Metric::AllocBytes,

@@ -140,6 +140,8 @@ pub enum ExportFormat {
     PprofText,
     /// pprof's profile.proto, gzipped, for `go tool pprof OUT` and pprof.me.
     Pprof,
+    /// The Firefox Profiler's format: open it at profiler.firefox.com.
+    Firefox,
 }
 
 /// What each stack counts in an export.

@@ -125,7 +125,29 @@ fn check_all(dir: &WorkDir, program: &Path, trace: &Path) {
     assert_eq!(sums[2], u(&r, "summary/leaked_objects"), "inuse_objects (live at exit)");
     assert_eq!(sums[3], u(&r, "summary/leaked_bytes"), "inuse_space (live at exit)");
     let top_go = go_pprof_top(dir, &pb);
+    let firefox = export(dir, trace, "firefox", None, "firefox.json");
+    check_firefox(dir, &firefox, &r);
     assert_eq!(pprof_name(&top_go), pprof_name(&top), "go tool pprof's top function is the report's");
+}
+
+/// The Firefox profile parses as JSON (Python's parser), its positive allocation weights count
+/// the allocations and sum to the bytes allocated, and all weights sum to the bytes live at exit
+/// (deallocations are negative); the memory track ends at the same figure.
+fn check_firefox(dir: &WorkDir, path: &Path, r: &Value) {
+    let script = "import json, sys\n\
+d = json.load(open(sys.argv[1]))\n\
+w = [x for t in d['threads'] if t.get('nativeAllocations') for x in t['nativeAllocations']['weight']]\n\
+c = sum(sum(k['samples']['count']) for k in d['counters'])\n\
+print(sum(1 for x in w if x > 0), sum(x for x in w if x > 0), sum(w), int(c))";
+    let mut py = Command::new("python3");
+    py.args(["-c", script]).arg(path);
+    let out = run_cmd(py, &dir.path).ok("the Firefox profile parses as JSON");
+    let v: Vec<i64> = out.stdout.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    let leaked = u(r, "summary/leaked_bytes") as i64;
+    assert_eq!(v[0], u(r, "summary/allocations") as i64, "allocation samples");
+    assert_eq!(v[1], u(r, "summary/bytes_allocated") as i64, "allocated bytes");
+    assert_eq!(v[2], leaked, "allocations minus deallocations");
+    assert_eq!(v[3], leaked, "the memory track's last value");
 }
 
 /// `go tool pprof -raw`: the sums of the four sample values over every sample.

@@ -1,0 +1,172 @@
+//! The Firefox Profiler's processed profile (written by the fxprof-processed-profile crate):
+//! every allocation and deallocation as a native allocation sample (weight in bytes, negative
+//! for deallocations, with the block's address, so the profiler's "Retained memory" view
+//! pairs them), and a counter track of the bytes in use. Frames are labels symbolized here
+//! (inlined functions included), so the profile needs no symbol server.
+//!
+//! The crate puts every allocation sample of a process on one thread (its first), as the Gecko
+//! profiler does: a block can be released on another thread than the one that allocated it.
+//! A deallocation carries its allocation's stack (the trace records no stack for releases), so
+//! the call tree of "retained" memory nets out.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use fxprof_processed_profile::{
+    CategoryColor, CategoryPairHandle, FrameFlags, FrameInfo, Profile, ReferenceTimestamp, SamplingInterval,
+    StackHandle, ThreadHandle, Timestamp,
+};
+use heaplens_interpret::symbolize::{Frame, Symbolizer};
+use heaplens_interpret::view::{Block, Release, View};
+use heaplens_interpret::Trace;
+
+/// The memory counter gets a sample at most this often (nanoseconds of trace time).
+const COUNTER_STEP_NS: u64 = 1_000_000;
+
+/// Builds the profile as the replay goes.
+pub struct Firefox<'t> {
+    trace: &'t Trace,
+    sym: Box<dyn Symbolizer>,
+    profile: Profile,
+    thread: ThreadHandle,
+    category: CategoryPairHandle,
+    counter: fxprof_processed_profile::CounterHandle,
+    start_ns: u64,
+    stacks: HashMap<u32, Option<StackHandle>>,
+    frames: Vec<Frame>,
+    /// Bytes in use not yet given to the counter, and when it last got a sample.
+    pending: (i64, u32, u64),
+    /// Allocation samples and their bytes (for the caller's summary).
+    pub allocations: u64,
+    /// Bytes allocated.
+    pub bytes: u64,
+}
+
+impl<'t> Firefox<'t> {
+    /// A profile of trace `t`, symbolized by `sym`.
+    pub fn new(t: &'t Trace, sym: Box<dyn Symbolizer>) -> Self {
+        let (name, pid, start_unix, start_ns) = match &t.process {
+            Some(p) => {
+                let name = p.exe.rsplit('/').next().unwrap_or(&p.exe).to_string();
+                (name, p.pid, p.start_unix_ns, p.start_mono_ns)
+            }
+            None => ("program".to_string(), 0, 0, 0),
+        };
+        let mut profile = Profile::new(
+            &name,
+            ReferenceTimestamp::from_millis_since_unix_epoch(start_unix as f64 / 1e6),
+            SamplingInterval::from_millis(1),
+        );
+        let process = profile.add_process(&name, pid, Timestamp::from_nanos_since_reference(0));
+        let thread = profile.add_thread(process, pid, Timestamp::from_nanos_since_reference(0), true);
+        profile.set_thread_name(thread, &name);
+        let category = profile.add_category("Allocation", CategoryColor::Orange).into();
+        let counter = profile.add_counter(process, "malloc", "Memory", "Bytes in use (requested sizes)");
+        Firefox {
+            trace: t,
+            sym,
+            profile,
+            thread,
+            category,
+            counter,
+            start_ns,
+            stacks: HashMap::new(),
+            frames: Vec::new(),
+            pending: (0, 0, 0),
+            allocations: 0,
+            bytes: 0,
+        }
+    }
+
+    fn time(&self, ts: u64) -> Timestamp {
+        Timestamp::from_nanos_since_reference(ts.saturating_sub(self.start_ns))
+    }
+
+    /// The profile's stack for trie node `id`: its return addresses outermost first, each as
+    /// its frames (inlined ones inside the function holding them).
+    fn stack(&mut self, id: u32) -> Option<StackHandle> {
+        if let Some(&s) = self.stacks.get(&id) {
+            return s;
+        }
+        let addrs: Vec<(u32, u64)> = self.trace.stacks.walk(id).collect();
+        let mut parent = None;
+        // From the outermost node in, reusing the stacks of prefixes already built.
+        for &(node, addr) in addrs.iter().rev() {
+            if let Some(&s) = self.stacks.get(&node) {
+                parent = s;
+                continue;
+            }
+            self.frames.clear();
+            self.sym.symbolize(addr, &mut self.frames);
+            for f in self.frames.iter().rev() {
+                let label = match &f.function {
+                    Some(n) => n.clone(),
+                    None => format!("0x{addr:x}"),
+                };
+                let s = self.profile.intern_string(&label);
+                let frame = self.profile.intern_frame(
+                    self.thread,
+                    FrameInfo {
+                        frame: fxprof_processed_profile::Frame::Label(s),
+                        category_pair: self.category,
+                        flags: FrameFlags::empty(),
+                    },
+                );
+                parent = Some(self.profile.intern_stack(self.thread, parent, frame));
+            }
+            self.stacks.insert(node, parent);
+        }
+        parent
+    }
+
+    fn count(&mut self, ts: u64, delta: i64) {
+        self.pending.0 += delta;
+        self.pending.1 += 1;
+        if ts >= self.pending.2 + COUNTER_STEP_NS {
+            let t = self.time(ts);
+            self.profile.add_counter_sample(self.counter, t, self.pending.0 as f64, self.pending.1);
+            self.pending = (0, 0, ts);
+        }
+    }
+
+    /// Writes the profile as JSON.
+    pub fn write(mut self, w: &mut dyn Write, end_ns: u64) -> io::Result<()> {
+        if self.pending.1 > 0 {
+            let t = self.time(end_ns);
+            self.profile.add_counter_sample(self.counter, t, self.pending.0 as f64, self.pending.1);
+        }
+        serde_json::to_writer(w, &self.profile).map_err(io::Error::other)
+    }
+
+    /// Distinct allocation stacks in the profile.
+    pub fn stacks(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// Symbolization problems met.
+    pub fn warnings(&self) -> Vec<String> {
+        self.sym.warnings()
+    }
+}
+
+impl View for Firefox<'_> {
+    fn allocation(&mut self, b: &Block) {
+        let stack = self.stack(b.stack);
+        let t = self.time(b.ts);
+        self.profile.add_allocation_sample(self.thread, t, stack, b.addr, b.size as i64);
+        self.allocations += 1;
+        self.bytes += b.size;
+        self.count(b.ts, b.size as i64);
+    }
+
+    fn deallocation(&mut self, r: &Release, b: &Block) {
+        let stack = self.stack(b.stack);
+        let t = self.time(r.ts);
+        self.profile.add_allocation_sample(self.thread, t, stack, b.addr, -(b.size as i64));
+        self.count(r.ts, -(b.size as i64));
+    }
+
+    fn overwritten(&mut self, b: &Block) {
+        self.count(b.ts, -(b.size as i64));
+    }
+}
