@@ -8,6 +8,7 @@
 //! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) |
 //! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text |
 //! | [`Format::Pprof`] | `go tool pprof OUT`, pprof.me, Grafana Pyroscope: gzipped profile.proto |
+//! | [`Format::Heaptrack`] | `heaptrack_print OUT`, `heaptrack_gui OUT` |
 //! | [`Format::Firefox`] | profiler.firefox.com (Load a profile from file): allocation samples, memory track |
 //!
 //! ```no_run
@@ -22,6 +23,7 @@
 
 mod collapsed;
 mod firefox;
+mod heaptrack;
 mod pprof;
 mod pprof_text;
 pub mod totals;
@@ -51,6 +53,9 @@ pub enum Format {
     /// The Firefox Profiler's processed profile (JSON): every allocation and deallocation as
     /// a native allocation sample, and a memory counter track.
     Firefox,
+    /// heaptrack's data file, for `heaptrack_print` and `heaptrack_gui` (zstd-compressed when
+    /// the output's name ends in `.zst`, as heaptrack's own).
+    Heaptrack,
 }
 
 /// The number each stack gets, for the formats that hold one.
@@ -138,6 +143,9 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     if opts.format == Format::Firefox {
         return export_firefox(trace, out, opts);
     }
+    if opts.format == Format::Heaptrack {
+        return export_heaptrack(trace, out, opts);
+    }
     let mut totals = Totals::default();
     let t = replay_with_progress(trace, &mut totals, opts.progress)?;
     if opts.metric == Metric::InuseBytes && matches!(opts.format, Format::Collapsed | Format::Flamegraph) {
@@ -161,7 +169,7 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     match opts.format {
         Format::PprofText => pprof_text::write(&mut w, &t, &stacks, &mut done),
         Format::Pprof => pprof::write(&mut w, trace, &t, &by_thread, &mut done),
-        Format::Firefox => unreachable!("exported by export_firefox"),
+        Format::Firefox | Format::Heaptrack => unreachable!("exported by their own functions"),
         Format::Collapsed | Format::Flamegraph => {
             let (lines, warnings) = collapsed::lines(trace, &t, &stacks, opts.metric, opts.progress);
             done.warnings.extend(warnings);
@@ -194,6 +202,29 @@ fn export_firefox(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, 
     let file = File::create(out).map_err(write_err)?;
     let mut w = BufWriter::new(file);
     ff.write(&mut w, end).and_then(|()| w.flush()).map_err(write_err)?;
+    Ok(done)
+}
+
+/// heaptrack's file, written as the replay goes.
+fn export_heaptrack(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
+    let t = Trace::load_into(trace, None, &mut NoEvents)?;
+    let (sym, _damaged) = heaplens_interpret::symbolize::for_trace(trace, &t);
+    let write_err = |reason| ExportError::Write { path: out.into(), reason };
+    let file = BufWriter::new(File::create(out).map_err(write_err)?);
+    let zst = out.extension().is_some_and(|e| e == "zst");
+    let w: Box<dyn Write> = if zst {
+        Box::new(zstd::stream::Encoder::new(file, 3).map_err(write_err)?.auto_finish())
+    } else {
+        Box::new(file)
+    };
+    let mut ht = heaptrack::Heaptrack::new(w, &t, sym).map_err(write_err)?;
+    replay_with_progress(trace, &mut ht, opts.progress)?;
+    let mut done = Exported { warnings: damage(&t), stacks: ht.stacks(), total: ht.bytes };
+    let end = t.exit.as_ref().map(|e| e.end_mono_ns).unwrap_or(0);
+    let (mut w, warnings) = ht.finish(end).map_err(write_err)?;
+    w.flush().map_err(write_err)?;
+    drop(w);
+    done.warnings.extend(warnings);
     Ok(done)
 }
 

@@ -16,6 +16,7 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
             ExportFormat::PprofText => Format::PprofText,
             ExportFormat::Pprof => Format::Pprof,
             ExportFormat::Firefox => Format::Firefox,
+            ExportFormat::Heaptrack => Format::Heaptrack,
         },
         metric: match a.metric {
             ExportMetric::AllocBytes => Metric::AllocBytes,

@@ -142,6 +142,8 @@ pub enum ExportFormat {
     Pprof,
     /// The Firefox Profiler's format: open it at profiler.firefox.com.
     Firefox,
+    /// heaptrack's file (name it .zst to compress it), for heaptrack_print and heaptrack_gui.
+    Heaptrack,
 }
 
 /// What each stack counts in an export.

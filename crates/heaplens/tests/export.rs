@@ -125,9 +125,31 @@ fn check_all(dir: &WorkDir, program: &Path, trace: &Path) {
     assert_eq!(sums[2], u(&r, "summary/leaked_objects"), "inuse_objects (live at exit)");
     assert_eq!(sums[3], u(&r, "summary/leaked_bytes"), "inuse_space (live at exit)");
     let top_go = go_pprof_top(dir, &pb);
+    check_heaptrack(dir, &export(dir, trace, "heaptrack", None, "out.heaptrack.zst"), &r);
     let firefox = export(dir, trace, "firefox", None, "firefox.json");
     check_firefox(dir, &firefox, &r);
     assert_eq!(pprof_name(&top_go), pprof_name(&top), "go tool pprof's top function is the report's");
+}
+
+/// heaptrack_print reads the file: its calls to allocation functions, and the sums of its
+/// flame graph stacks for allocations, peak and leaked cost, are the report's allocations,
+/// peak bytes and bytes live at exit.
+fn check_heaptrack(dir: &WorkDir, file: &Path, r: &Value) {
+    let mut cmd = Command::new("heaptrack_print");
+    cmd.arg("-f").arg(file);
+    let out = run_cmd(cmd, &dir.path).ok("heaptrack_print");
+    let calls = out.stdout.lines().find_map(|l| l.strip_prefix("calls to allocation functions: ")).expect("calls");
+    let calls: u64 = calls.split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(calls, u(r, "summary/allocations"), "heaptrack_print's calls to allocation functions");
+    for (cost, key) in [("allocations", "allocations"), ("peak", "peak_bytes"), ("leaked", "leaked_bytes")] {
+        let stacks = dir.join(format!("heaptrack-{cost}.txt"));
+        let mut cmd = Command::new("heaptrack_print");
+        cmd.arg("-f").arg(file).arg("-F").arg(&stacks).args(["--flamegraph-cost-type", cost]);
+        run_cmd(cmd, &dir.path).ok("heaptrack_print -F");
+        let text = std::fs::read_to_string(&stacks).unwrap();
+        let sum: u64 = text.lines().filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum();
+        assert_eq!(sum, u(r, &format!("summary/{key}")), "heaptrack_print's {cost} cost");
+    }
 }
 
 /// The Firefox profile parses as JSON (Python's parser), its positive allocation weights count
