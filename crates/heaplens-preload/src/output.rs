@@ -215,14 +215,23 @@ pub fn ensure_writer() {
         let _ = std::panic::catch_unwind(writer_loop);
         std::ptr::null_mut()
     }
-    // SAFETY: plain pthread creation with default attributes; the thread is detached.
+    // The new thread starts with every signal blocked: blocked only once it runs, it could take
+    // a process-directed signal meant for the program in between (and die of its default
+    // action: 1 run in 20 of the sigwait test on a loaded machine).
+    // SAFETY: plain pthread creation with default attributes; the thread is detached. The
+    // calling thread's mask is restored as it was.
     unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
         let mut th: libc::pthread_t = 0;
         if libc::pthread_create(&mut th, std::ptr::null(), start, std::ptr::null_mut()) == 0 {
             libc::pthread_detach(th);
         } else {
             WRITER_RUNNING.store(false, Ordering::Release);
         }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
     }
 }
 
