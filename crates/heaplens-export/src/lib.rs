@@ -194,8 +194,8 @@ fn export_firefox(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, 
     let t = Trace::load_into(trace, None, &mut NoEvents)?;
     let (sym, _damaged) = heaplens_interpret::symbolize::for_trace(trace, &t);
     let mut ff = firefox::Firefox::new(&t, sym);
-    replay_with_progress(trace, &mut ff, opts.progress)?;
-    let mut done = Exported { warnings: damage(&t), stacks: ff.stacks(), total: ff.bytes };
+    let replayed = replay_with_progress(trace, &mut ff, opts.progress)?;
+    let mut done = Exported { warnings: damage(&replayed), stacks: ff.stacks(), total: ff.bytes };
     done.warnings.extend(ff.warnings());
     let end = t.exit.as_ref().map(|e| e.end_mono_ns).unwrap_or(0);
     let write_err = |reason| ExportError::Write { path: out.into(), reason };
@@ -218,8 +218,8 @@ fn export_heaptrack(trace: &Path, out: &Path, opts: &Options) -> Result<Exported
         Box::new(file)
     };
     let mut ht = heaptrack::Heaptrack::new(w, &t, sym).map_err(write_err)?;
-    replay_with_progress(trace, &mut ht, opts.progress)?;
-    let mut done = Exported { warnings: damage(&t), stacks: ht.stacks(), total: ht.bytes };
+    let replayed = replay_with_progress(trace, &mut ht, opts.progress)?;
+    let mut done = Exported { warnings: damage(&replayed), stacks: ht.stacks(), total: ht.bytes };
     let end = t.exit.as_ref().map(|e| e.end_mono_ns).unwrap_or(0);
     let (mut w, warnings) = ht.finish(end).map_err(write_err)?;
     w.flush().map_err(write_err)?;

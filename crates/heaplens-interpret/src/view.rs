@@ -145,7 +145,8 @@ impl<A: View, B: View> View for (A, B) {
 }
 
 /// Replays the events of the trace at `path` into `view`, and returns the rest of the trace
-/// (process, modules, stack trie, health) as read.
+/// (process, modules, stack trie, health) as read; its health counts the Events payloads that
+/// were damaged part-way (their events before the damage were replayed).
 ///
 /// # Errors
 /// [`LoadError`] when the file cannot be read or is not a heaplens trace, and
@@ -163,7 +164,7 @@ pub fn replay_with_progress(path: &Path, view: &mut dyn View, progress: bool) ->
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut index = Index::default();
     let bar = Progress::bytes(progress, size, "indexing trace");
-    let t = Trace::load_into(path, Some(&bar), &mut index)?;
+    let mut t = Trace::load_into(path, Some(&bar), &mut index)?;
     bar.finish();
     if t.aggregate.is_some() {
         return Err(LoadError::NoEvents { path: path.into() });
@@ -175,6 +176,8 @@ pub fn replay_with_progress(path: &Path, view: &mut dyn View, progress: bool) ->
     let mut l = Lifetimes { view, clock: t.clock, tids, live: IdMap::default(), runs: 0, bar: &bar, disk: &disk };
     m.run(&mut l, u64::MAX);
     bar.finish();
+    // Events payloads that stopped decoding part-way are damage the first pass cannot see.
+    t.health.malformed_blocks += m.malformed();
     let mut live = l.live.values();
     l.view.end(&mut live);
     Ok(t)

@@ -241,3 +241,20 @@ fn bad_input_gets_one_error_line() {
     assert_one_line_error(&o, "an unwritable output");
     assert!(o.stderr.contains("cannot write"), "{}", o.stderr);
 }
+
+/// A damaged trace exports what it holds, with a warning naming the damage.
+#[test]
+fn a_damaged_trace_exports_what_it_holds_with_a_warning() {
+    let dir = WorkDir::new("export-damaged");
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/damaged/events-huge-varint.hltrace");
+    for format in ["collapsed", "pprof", "heaptrack", "firefox"] {
+        let out = dir.join(format!("out.{format}"));
+        let o = heaplens(&dir, &["export", trace.to_str().unwrap(), "--format", format, "-o", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{format}: {}", o.show());
+        assert!(o.stderr.contains("warning") && o.stderr.contains("damaged"), "{format}: {}", o.stderr);
+        assert!(std::fs::metadata(&out).unwrap().len() > 0, "{format}: something written");
+    }
+    // The 197 events decoded before the damage: folded counts sum to their allocations.
+    let folded_out = export(&dir, &trace, "collapsed", Some("alloc-count"), "count.folded");
+    assert_eq!(folded(&folded_out).0, 197);
+}
