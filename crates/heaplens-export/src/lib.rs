@@ -8,6 +8,7 @@
 //! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) |
 //! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text |
 //! | [`Format::Pprof`] | `go tool pprof OUT`, pprof.me, Grafana Pyroscope: gzipped profile.proto |
+//! | [`Format::Parquet`] | DuckDB, Spark, DataFusion: events, stacks and frames as Parquet tables |
 //! | [`Format::Heaptrack`] | `heaptrack_print OUT`, `heaptrack_gui OUT` |
 //! | [`Format::Firefox`] | profiler.firefox.com (Load a profile from file): allocation samples, memory track |
 //!
@@ -24,6 +25,8 @@
 mod collapsed;
 mod firefox;
 mod heaptrack;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod pprof;
 mod pprof_text;
 pub mod totals;
@@ -56,6 +59,8 @@ pub enum Format {
     /// heaptrack's data file, for `heaptrack_print` and `heaptrack_gui` (zstd-compressed when
     /// the output's name ends in `.zst`, as heaptrack's own).
     Heaptrack,
+    /// A directory of Parquet files (events, stacks, frames) for DuckDB, Spark, DataFusion.
+    Parquet,
 }
 
 /// The number each stack gets, for the formats that hold one.
@@ -124,6 +129,9 @@ pub enum ExportError {
     /// The trace could not be read.
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// This build cannot write the format.
+    #[error("this heaplens cannot export {0}")]
+    Unsupported(&'static str),
     /// The output could not be written.
     #[error("cannot write {path}: {reason}")]
     Write {
@@ -145,6 +153,12 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     }
     if opts.format == Format::Heaptrack {
         return export_heaptrack(trace, out, opts);
+    }
+    if opts.format == Format::Parquet {
+        #[cfg(feature = "parquet")]
+        return parquet::export(trace, out, opts);
+        #[cfg(not(feature = "parquet"))]
+        return Err(ExportError::Unsupported("parquet (built without the `parquet` feature)"));
     }
     let mut totals = Totals::default();
     let t = replay_with_progress(trace, &mut totals, opts.progress)?;
@@ -169,7 +183,7 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     match opts.format {
         Format::PprofText => pprof_text::write(&mut w, &t, &stacks, &mut done),
         Format::Pprof => pprof::write(&mut w, trace, &t, &by_thread, &mut done),
-        Format::Firefox | Format::Heaptrack => unreachable!("exported by their own functions"),
+        Format::Firefox | Format::Heaptrack | Format::Parquet => unreachable!("exported by their own functions"),
         Format::Collapsed | Format::Flamegraph => {
             let (lines, warnings) = collapsed::lines(trace, &t, &stacks, opts.metric, opts.progress);
             done.warnings.extend(warnings);
@@ -229,7 +243,7 @@ fn export_heaptrack(trace: &Path, out: &Path, opts: &Options) -> Result<Exported
 }
 
 /// Reads a trace's records, dropping its events.
-struct NoEvents;
+pub(crate) struct NoEvents;
 
 impl heaplens_interpret::load::Sink for NoEvents {
     fn events(&mut self, _t: &mut Trace, _tid: u32, _payload: Vec<u8>, _offset: u64) {}
@@ -255,7 +269,7 @@ fn by_stack(by_thread: &[((u32, u32), StackTotals)]) -> Vec<(u32, StackTotals)> 
 }
 
 /// Warnings for a damaged trace.
-fn damage(t: &Trace) -> Vec<String> {
+pub(crate) fn damage(t: &Trace) -> Vec<String> {
     let h = &t.health;
     let mut w = Vec::new();
     if let Some(at) = h.truncated_at {

@@ -17,6 +17,7 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
             ExportFormat::Pprof => Format::Pprof,
             ExportFormat::Firefox => Format::Firefox,
             ExportFormat::Heaptrack => Format::Heaptrack,
+            ExportFormat::Parquet => Format::Parquet,
         },
         metric: match a.metric {
             ExportMetric::AllocBytes => Metric::AllocBytes,

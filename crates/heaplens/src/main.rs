@@ -144,6 +144,8 @@ pub enum ExportFormat {
     Firefox,
     /// heaptrack's file (name it .zst to compress it), for heaptrack_print and heaptrack_gui.
     Heaptrack,
+    /// A directory of Parquet tables (events, stacks, frames), for DuckDB and other SQL engines.
+    Parquet,
 }
 
 /// What each stack counts in an export.

@@ -126,6 +126,7 @@ fn check_all(dir: &WorkDir, program: &Path, trace: &Path) {
     assert_eq!(sums[3], u(&r, "summary/leaked_bytes"), "inuse_space (live at exit)");
     let top_go = go_pprof_top(dir, &pb);
     check_heaptrack(dir, &export(dir, trace, "heaptrack", None, "out.heaptrack.zst"), &r);
+    check_parquet(dir, &export(dir, trace, "parquet", None, "parquet"), &r, &top);
     let firefox = export(dir, trace, "firefox", None, "firefox.json");
     check_firefox(dir, &firefox, &r);
     assert_eq!(pprof_name(&top_go), pprof_name(&top), "go tool pprof's top function is the report's");
@@ -150,6 +151,34 @@ fn check_heaptrack(dir: &WorkDir, file: &Path, r: &Value) {
         let sum: u64 = text.lines().filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum();
         assert_eq!(sum, u(r, &format!("summary/{key}")), "heaptrack_print's {cost} cost");
     }
+}
+
+/// DuckDB reads the Parquet tables: successful allocations and reallocations count the
+/// report's allocations and sum to its bytes allocated, releases of recorded blocks (plain and
+/// by a moving realloc) count its deallocations, and the three tables joined name the top
+/// allocating function.
+fn check_parquet(dir: &WorkDir, out: &Path, r: &Value, top: &str) {
+    let script = "import duckdb, sys\n\
+d = sys.argv[1]\n\
+c = duckdb.connect()\n\
+ok = \"kind in ('allocation', 'reallocation') and address <> 0\"\n\
+n, b = c.execute(f\"select count(*), sum(size) from '{d}/events.parquet' where {ok}\").fetchone()\n\
+f = c.execute(f\"select count(*) from '{d}/events.parquet' where stack_id is not null and (kind = 'deallocation' or (kind = 'reallocation' and old_address is not null))\").fetchone()[0]\n\
+t = c.execute(f\"select f.function from '{d}/events.parquet' e join '{d}/stacks.parquet' s on e.stack_id = s.stack_id and s.depth = 0 join '{d}/frames.parquet' f on s.frame_index = f.frame_index where {ok} group by 1 order by sum(e.size) desc limit 1\").fetchone()[0]\n\
+print(n, b, f)\n\
+print(t)";
+    let mut py = Command::new("python3");
+    py.args(["-c", script]).arg(out);
+    let o = run_cmd(py, &dir.path).ok("DuckDB over the Parquet export (pip install duckdb)");
+    let mut lines = o.stdout.lines();
+    let v: Vec<u64> = lines.next().unwrap().split_whitespace().map(|x| x.parse().unwrap()).collect();
+    assert_eq!(v[0], u(r, "summary/allocations"), "DuckDB's count of allocations");
+    assert_eq!(v[1], u(r, "summary/bytes_allocated"), "DuckDB's sum of bytes allocated");
+    // The report's deallocations also count the blocks whose release was never seen
+    // (overwritten by a later allocation), which have no row.
+    let overwritten = u(r, "summary/overwritten_allocations");
+    assert_eq!(v[2] + overwritten, u(r, "summary/deallocations"), "DuckDB's releases of recorded blocks");
+    assert_eq!(lines.next().unwrap(), top, "DuckDB's top allocating function");
 }
 
 /// The Firefox profile parses as JSON (Python's parser), its positive allocation weights count
@@ -257,4 +286,29 @@ fn a_damaged_trace_exports_what_it_holds_with_a_warning() {
     // The 197 events decoded before the damage: folded counts sum to their allocations.
     let folded_out = export(&dir, &trace, "collapsed", Some("alloc-count"), "count.folded");
     assert_eq!(folded(&folded_out).0, 197);
+}
+
+/// A reallocation is one `reallocation` row (old and new address, the new size), not a release
+/// and an allocation: `examples/lifetimes.c` moves every 50th of its 5000 blocks with realloc.
+#[test]
+fn reallocations_are_one_parquet_row_each() {
+    let dir = WorkDir::new("export-parquet-realloc");
+    let exe = compile_c(&dir, "lifetimes.c", &[]);
+    let trace = dir.join("lifetimes.hltrace");
+    run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("lifetimes under heaplens");
+    let r = report(&dir, &trace);
+    let out = export(&dir, &trace, "parquet", None, "parquet");
+    check_parquet(&dir, &out, &r, &top_direct(&r));
+    let script = "import duckdb, sys\n\
+rows = duckdb.connect().execute(f\"select count(*), min(size), max(size), count(old_address) from '{sys.argv[1]}/events.parquet' where kind = 'reallocation'\").fetchone()\n\
+print(*rows)";
+    let mut py = Command::new("python3");
+    py.args(["-c", script]).arg(&out);
+    let o = run_cmd(py, &dir.path).ok("DuckDB");
+    let v: Vec<u64> = o.stdout.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    assert_eq!(
+        v,
+        vec![100, 100_000, 100_000 + 4950, 100],
+        "one row per realloc, sizes 100000 + j, each with its old address"
+    );
 }
