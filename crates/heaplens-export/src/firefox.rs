@@ -23,6 +23,11 @@ use heaplens_interpret::Trace;
 /// The memory counter gets a sample at most this often (nanoseconds of trace time).
 const COUNTER_STEP_NS: u64 = 1_000_000;
 
+/// Allocation samples at most: the crate holds the profile in memory until it is written
+/// (about 45 bytes a sample: 432 MiB for the 10^7 events of the 2-thread churn), and the
+/// profiler itself loads it in a browser tab. Later events are left out, with a warning.
+pub const MAX_SAMPLES: u64 = 10_000_000;
+
 /// Builds the profile as the replay goes.
 pub struct Firefox<'t> {
     trace: &'t Trace,
@@ -40,6 +45,9 @@ pub struct Firefox<'t> {
     pub allocations: u64,
     /// Bytes allocated.
     pub bytes: u64,
+    /// Samples added, and events left out past [`MAX_SAMPLES`].
+    samples: u64,
+    left_out: u64,
 }
 
 impl<'t> Firefox<'t> {
@@ -75,6 +83,8 @@ impl<'t> Firefox<'t> {
             pending: (0, 0, 0),
             allocations: 0,
             bytes: 0,
+            samples: 0,
+            left_out: 0,
         }
     }
 
@@ -143,14 +153,36 @@ impl<'t> Firefox<'t> {
         self.stacks.len()
     }
 
-    /// Symbolization problems met.
+    /// Symbolization problems met, and events left out.
     pub fn warnings(&self) -> Vec<String> {
-        self.sym.warnings()
+        let mut w = self.sym.warnings();
+        if self.left_out > 0 {
+            w.push(format!(
+                "the Firefox profile holds the first {MAX_SAMPLES} events; {} later ones were left out \
+                 (--format pprof or parquet hold them all)",
+                self.left_out
+            ));
+        }
+        w
+    }
+
+    /// Whether there is room for one more sample.
+    fn room(&mut self) -> bool {
+        if self.samples < MAX_SAMPLES {
+            self.samples += 1;
+            true
+        } else {
+            self.left_out += 1;
+            false
+        }
     }
 }
 
 impl View for Firefox<'_> {
     fn allocation(&mut self, b: &Block) {
+        if !self.room() {
+            return;
+        }
         let stack = self.stack(b.stack);
         let t = self.time(b.ts);
         self.profile.add_allocation_sample(self.thread, t, stack, b.addr, b.size as i64);
@@ -160,6 +192,9 @@ impl View for Firefox<'_> {
     }
 
     fn deallocation(&mut self, r: &Release, b: &Block) {
+        if !self.room() {
+            return;
+        }
         let stack = self.stack(b.stack);
         let t = self.time(r.ts);
         self.profile.add_allocation_sample(self.thread, t, stack, b.addr, -(b.size as i64));
