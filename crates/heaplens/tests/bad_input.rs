@@ -88,9 +88,11 @@ fn truncated_trace_still_reports() {
 fn corrupt_block_is_skipped() {
     let (dir, mut bytes, full) = widgets_trace("corrupt", "200000");
     let bl = blocks(&bytes);
-    let events: Vec<_> = bl.iter().filter(|b| matches!(b.kind, 4 | 10)).collect();
-    assert!(events.len() >= 3, "expected several event blocks: {bl:?}");
-    // Flip a byte in the payload of a middle events block: its checksum no longer matches.
+    // Blocks follow the writer's timing (a sweep every 10 ms), and widgets allocates first and
+    // frees after: pick a block among those that hold allocations, which are then lost.
+    let events: Vec<_> = bl.iter().filter(|b| matches!(b.kind, 4 | 10) && allocations_in(&bytes, b) > 0).collect();
+    assert!(events.len() >= 2, "expected several event blocks with allocations: {bl:?}");
+    // Flip a byte in the payload of one of them: its checksum no longer matches.
     let BlockAt { offset: off, len, .. } = *events[events.len() / 2];
     bytes[off + 16 + (len - 16) / 2] ^= 0x55;
     let bad = dir.join("bad.hltrace");
@@ -99,4 +101,20 @@ fn corrupt_block_is_skipped() {
     assert_eq!(u(&v, "trace/corrupt_blocks"), 1, "trace/corrupt_blocks");
     let (a, fa) = (u(&v, "summary/allocations"), u(&full, "summary/allocations"));
     assert!(a > 0 && a < fa, "a trace with one bad block keeps the others: {a} of {fa}");
+}
+
+/// Successful allocations in the Events block `b` of trace `bytes`.
+fn allocations_in(bytes: &[u8], b: &BlockAt) -> usize {
+    use heaplens_trace::{BlockKind, ColumnDecoder, Event, EventDecoder, OpClass, TraceReader};
+    let mut r = TraceReader::at_block(&bytes[b.offset..], b.offset as u64);
+    let Ok(Some((kind, payload))) = r.next_block() else { return 0 };
+    let mut events: Vec<Event> = Vec::new();
+    match kind {
+        BlockKind::Events => events.extend(EventDecoder::new(&payload).expect("rows").flatten()),
+        BlockKind::EventColumns => {
+            let _ = ColumnDecoder::default().decode(&payload, |e| events.push(e));
+        }
+        _ => {}
+    }
+    events.iter().filter(|e| e.addr != 0 && e.op.class() != OpClass::Dealloc).count()
 }
