@@ -37,6 +37,8 @@ pub struct Options {
     pub call_sites: bool,
     /// Show progress bars on stderr (only drawn when it is a terminal).
     pub progress: bool,
+    /// Add the lifetime table ([`crate::lifetimes`]; a second pass over the trace).
+    pub lifetimes: bool,
     /// Bytes of decompressed event payloads [`analyze_file`] holds at once (default 128 MiB):
     /// the reader waits for the replay beyond it, so memory does not grow with the trace.
     pub payload_budget: usize,
@@ -48,6 +50,7 @@ impl Default for Options {
             leak_depth: 5,
             call_sites: false,
             progress: false,
+            lifetimes: false,
             payload_budget: heaplens_interpret::decode::budget::PAYLOAD_BUDGET,
         }
     }
@@ -59,11 +62,17 @@ pub fn analyze(trace: &Trace, sym: &mut dyn Symbolizer, opts: &Options) -> Repor
         Some(a) => crate::replay::aggregated::replay(a, &trace.clock),
         None => crate::replay::from_file::replay_trace(trace),
     };
-    report(trace, &r, sym, opts)
+    report(trace, &r, sym, opts, None)
 }
 
 /// Builds the report from the replay's counters.
-fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options) -> Report {
+fn report(
+    trace: &Trace,
+    r: &Replay,
+    sym: &mut dyn Symbolizer,
+    opts: &Options,
+    lifetimes: Option<&crate::lifetimes::Lifetimes>,
+) -> Report {
     let ids: Vec<u32> = r.stacks.iter().map(|s| s.stack).collect();
     let (frames, paths) = resolve(&trace.stacks, &ids, sym, opts.progress);
     let inp = Inputs { replay: r, frames: &frames, paths: &paths };
@@ -77,6 +86,7 @@ fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options) -
         bins: bins::bins(&r.bins),
         direct: direct::direct(inp),
         call_graph: callgraph::call_graph(inp),
+        lifetimes: lifetimes.map(|l| crate::tables::lifetimes::lifetimes(inp, &l.stacks)),
     }
 }
 
@@ -189,7 +199,16 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
     })?;
     let (results, damaged_symbols) = results;
     let mut sym = CachedSymbolizer::new(results);
-    let mut r = report(&trace, &replay, &mut sym, opts);
+    let lifetimes = match opts.lifetimes && trace.aggregate.is_none() {
+        true => {
+            let mut l = crate::lifetimes::Lifetimes::default();
+            heaplens_interpret::view::replay_with_progress(path, &mut l, opts.progress)?;
+            tm("lifetimes done");
+            Some(l)
+        }
+        false => None,
+    };
+    let mut r = report(&trace, &replay, &mut sym, opts, lifetimes.as_ref());
     if damaged_symbols {
         r.trace.malformed_blocks += 1;
         r.trace.symbol_warnings.insert(0, DAMAGED_SYMBOLS.into());

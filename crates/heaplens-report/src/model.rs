@@ -23,6 +23,36 @@ pub struct Report {
     pub direct: DirectTable,
     /// mprof's allocation call graph, largest inclusive bytes first; `index` is the position.
     pub call_graph: Vec<CallGraphEntry>,
+    /// Block lifetimes per function that called the allocator, when asked for (`--lifetimes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifetimes: Option<Vec<LifetimeRow>>,
+}
+
+/// Lifetimes of the blocks one function allocated directly. Steps are the allocations the
+/// allocating thread made between a block's allocation and its release; histograms are by
+/// powers of two (bucket 0: 0, bucket k: 2^(k-1) to 2^k - 1).
+#[derive(Debug, Clone, Serialize)]
+pub struct LifetimeRow {
+    /// The function.
+    pub function: String,
+    /// Its module's basename.
+    pub module: Option<String>,
+    /// Blocks released.
+    pub freed: u64,
+    /// Blocks released before their thread's next allocation (heaptrack's temporaries).
+    pub short_lived: u64,
+    /// The median lifetime, nanoseconds (the lower bound of its power-of-two bucket).
+    pub median_ns: u64,
+    /// The longest lifetime, nanoseconds.
+    pub max_ns: u64,
+    /// The median lifetime in steps (lower bound of its bucket).
+    pub median_steps: u64,
+    /// Blocks still live at exit (no lifetime).
+    pub live_at_exit: u64,
+    /// Released blocks per lifetime bucket in nanoseconds.
+    pub ns_buckets: Vec<u64>,
+    /// Released blocks per lifetime bucket in steps.
+    pub steps_buckets: Vec<u64>,
 }
 
 /// The trace file and its condition.

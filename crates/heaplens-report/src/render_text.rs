@@ -48,8 +48,14 @@ type Section = fn(&Report, &TextOptions, &mut String);
 /// Renders the selected sections.
 pub fn render(r: &Report, o: &TextOptions) -> String {
     let mut out = String::new();
-    let sections: [(bool, Section); 5] =
-        [(o.summary, summary), (o.leaks, leaks), (o.bins, bins), (o.direct, direct), (o.call_graph, call_graph)];
+    let sections: [(bool, Section); 6] = [
+        (o.summary, summary),
+        (o.leaks, leaks),
+        (o.bins, bins),
+        (o.direct, direct),
+        (o.call_graph, call_graph),
+        (r.lifetimes.is_some(), lifetimes),
+    ];
     for (on, f) in sections {
         if on {
             if !out.is_empty() {
@@ -286,6 +292,34 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
     let _ =
         writeln!(out, "  {:>8} {:>10} {:>14}       {:>10} {:>14}", "<TOTAL>", t.allocs, t.bytes, t.frees, t.kept_bytes);
     more(out, n, exact.len(), "sizes");
+}
+
+fn lifetimes(r: &Report, o: &TextOptions, out: &mut String) {
+    let Some(rows) = &r.lifetimes else { return };
+    let _ = writeln!(
+        out,
+        "LIFETIMES (blocks by the function that allocated them; steps: the thread's allocations in between)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:>10} {:>11} {:>12} {:>12} {:>8} {:>12}  name",
+        "freed", "short-lived", "median", "longest", "m.steps", "live at exit"
+    );
+    let n = o.limit(rows.len());
+    for row in &rows[..n] {
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>11} {:>12} {:>12} {:>8} {:>12}  {}",
+            row.freed,
+            row.short_lived,
+            human_ns(row.median_ns),
+            human_ns(row.max_ns),
+            row.median_steps,
+            row.live_at_exit,
+            row.function
+        );
+    }
+    more(out, n, rows.len(), "functions");
 }
 
 fn direct(r: &Report, o: &TextOptions, out: &mut String) {

@@ -101,6 +101,10 @@ pub struct ReportArgs {
     /// Tell call sites within one function apart (function+offset, file:line) in the leak table.
     #[arg(long)]
     pub call_sites: bool,
+    /// Add the lifetime table: how long blocks live, per function that allocated them, in time
+    /// and in allocations in between (a second pass over the trace).
+    #[arg(long)]
+    pub lifetimes: bool,
     /// Rows shown per table (0 = all).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,

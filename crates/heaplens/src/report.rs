@@ -31,6 +31,7 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
         leak_depth: a.leak_depth.max(1),
         call_sites: a.call_sites,
         progress: io::stderr().is_terminal(),
+        lifetimes: a.lifetimes,
         payload_budget: (a.memory << 20) as usize,
     };
     let report = analyze_file(&a.trace, &opts)?;

@@ -113,3 +113,67 @@ fn two_views_share_one_pass_and_an_aggregated_trace_says_it_has_no_events() {
     let err = replay(&agg, &mut Steps::default()).expect_err("no events").to_string();
     assert!(err.contains("--aggregate") && err.contains("no events"), "{err}");
 }
+
+/// `heaplens report --lifetimes` (issue 18, item 3) on the same program: the lifetimes of
+/// `main`'s blocks in steps, against the program's sequence replayed here (a realloc releases
+/// its old block before it allocates the new one, and counts as one allocation).
+#[test]
+fn the_lifetime_table_counts_steps_as_the_program_made_them() {
+    let dir = WorkDir::new("lifetime-table");
+    let prog = compile_c(&dir, "lifetimes.c", &[]);
+    let trace = dir.join("lifetimes.hltrace");
+    let out = run_traced(&dir, &trace, &prog, &[] as &[&str]).ok("lifetimes under heaplens");
+    let n = num(&truth(&out.stdout, "lifetimes"), "steps");
+
+    // The program, step by step: (allocations made so far) when each live block was allocated.
+    let bucket = |v: u64| (64 - v.leading_zeros()) as usize;
+    let (mut made, mut at, mut buckets, mut short) = (0u64, HashMap::new(), vec![0u64; 65], 0u64);
+    let mut release = |at: &mut HashMap<u64, u64>, made: u64, j: u64| {
+        let steps = made - (at.remove(&j).unwrap() + 1);
+        buckets[bucket(steps)] += 1;
+        short += u64::from(steps == 0);
+    };
+    for i in 0..n {
+        at.insert(i, made);
+        made += 1;
+        if i % 50 == 0 {
+            release(&mut at, made, i);
+            at.insert(i, made);
+            made += 1;
+        }
+        for j in i.saturating_sub(12)..=i {
+            if j + j % 13 == i && j % 17 != 0 {
+                release(&mut at, made, j);
+            }
+        }
+    }
+    let live = at.len() as u64;
+    while buckets.last() == Some(&0) {
+        buckets.pop();
+    }
+
+    let args = ["report", trace.to_str().unwrap(), "--lifetimes", "--format", "json", "--top", "0"];
+    let o = heaplens(&dir, &args).ok("heaplens report --lifetimes");
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let rows = arr(&v, "lifetimes");
+    let main = rows.iter().find(|r| at_str(r, "function") == "main").expect("a row for main");
+    let freed = n + n / 50 - live;
+    assert_eq!(u(main, "freed"), freed, "blocks freed (realloc'd ones count twice)");
+    assert_eq!(u(main, "short_lived"), short, "released before the next allocation");
+    assert_eq!(u(main, "live_at_exit"), live);
+    let got: Vec<u64> = arr(main, "steps_buckets").iter().map(|x| x.as_u64().unwrap()).collect();
+    assert_eq!(got, buckets, "lifetimes in steps, by power of two");
+    let ns: u64 = arr(main, "ns_buckets").iter().map(|x| x.as_u64().unwrap()).sum();
+    assert_eq!(ns, freed, "every release has a lifetime in ns");
+    // The text table names it too.
+    let t = heaplens(&dir, &["report", trace.to_str().unwrap(), "--lifetimes"]).ok("text");
+    assert!(
+        t.stdout.contains("LIFETIMES") && t.stdout.lines().any(|l| l.trim_end().ends_with(" main")),
+        "{}",
+        t.stdout
+    );
+}
+
+fn at_str<'a>(v: &'a serde_json::Value, key: &str) -> &'a str {
+    v.get(key).and_then(|x| x.as_str()).unwrap_or("")
+}

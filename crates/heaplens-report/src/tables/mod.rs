@@ -5,6 +5,7 @@ pub mod bins;
 pub mod callgraph;
 pub mod direct;
 pub mod leaks;
+pub mod lifetimes;
 pub mod summary;
 
 use crate::replay::Replay;

@@ -1,0 +1,62 @@
+//! The lifetime table: [`crate::lifetimes`] per call site (the function that called the
+//! allocator, as in the direct allocation table).
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::Inputs;
+use crate::lifetimes::{bucket_floor, StackLifetimes, BUCKETS};
+use crate::model::LifetimeRow;
+
+/// One row per function that called the allocator, most short-lived blocks first.
+pub fn lifetimes(
+    inp: Inputs<'_>,
+    by_stack: &heaplens_interpret::idmap::IdMap<u32, StackLifetimes>,
+) -> Vec<LifetimeRow> {
+    let mut by_fn: HashMap<Option<u32>, StackLifetimes> = HashMap::default();
+    for (i, s) in inp.replay.stacks.iter().enumerate() {
+        let Some(l) = by_stack.get(&s.stack) else { continue };
+        let f = inp.paths.get(i).first().map(|&site| inp.frames.function_of(site));
+        by_fn.entry(f).or_default().add(l);
+    }
+    let mut rows: Vec<LifetimeRow> = by_fn
+        .into_iter()
+        .map(|(f, l)| {
+            let (function, module) = match f {
+                Some(f) => {
+                    let info = &inp.frames.functions[f as usize];
+                    (info.name.clone(), info.module.clone())
+                }
+                None => ("<unknown>".into(), None),
+            };
+            let last = |h: &[u64; BUCKETS]| h.iter().rposition(|&n| n > 0).map_or(0, |k| k + 1);
+            LifetimeRow {
+                function,
+                module,
+                freed: l.freed,
+                short_lived: l.short_lived,
+                median_ns: median(&l.ns, l.freed),
+                max_ns: l.max_ns,
+                median_steps: median(&l.steps, l.freed),
+                live_at_exit: l.live_at_exit,
+                ns_buckets: l.ns[..last(&l.ns)].to_vec(),
+                steps_buckets: l.steps[..last(&l.steps)].to_vec(),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.short_lived.cmp(&a.short_lived).then(b.freed.cmp(&a.freed)).then_with(|| a.function.cmp(&b.function))
+    });
+    rows
+}
+
+/// The lower bound of the bucket holding the median of `n` values.
+fn median(h: &[u64; BUCKETS], n: u64) -> u64 {
+    let mut seen = 0;
+    for (k, &c) in h.iter().enumerate() {
+        seen += c;
+        if n > 0 && seen * 2 >= n {
+            return bucket_floor(k);
+        }
+    }
+    0
+}
