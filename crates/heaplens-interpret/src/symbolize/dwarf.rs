@@ -87,11 +87,40 @@ impl DebugDwarf {
 /// Appends the frames `frames` yields, named and placed, as copies of `unknown`.
 pub fn push_all<R: gimli::Reader>(mut frames: FrameIter<'_, R>, unknown: &Frame, out: &mut Vec<Frame>) {
     while let Ok(Some(f)) = frames.next() {
-        let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(Cow::into_owned);
+        let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(|n| public_name(&n).to_string());
         let (file, line) = match f.location {
             Some(l) => (l.file.map(str::to_string), l.line),
             None => (None, None),
         };
         out.push(Frame { function, file, line, ..unknown.clone() });
+    }
+}
+
+/// The name a C library function is known by, for the internal names glibc's debug
+/// information gives it: `__GI_name` is the hidden alias of `name` (`libc_hidden_def`), and
+/// `_IO_new_name` the current version of `_IO_name` (`_IO_new_file_overflow` is exported as
+/// `_IO_file_overflow`).
+pub fn public_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if let Some(rest) = name.strip_prefix("__GI_").filter(|r| !r.is_empty()) {
+        return public_name(rest).into_owned().into();
+    }
+    match name.strip_prefix("_IO_new_") {
+        Some(rest) if !rest.is_empty() => format!("_IO_{rest}").into(),
+        _ => name.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::public_name;
+
+    #[test]
+    fn glibc_internal_names_become_public() {
+        assert_eq!(public_name("__GI__IO_file_doallocate"), "_IO_file_doallocate");
+        assert_eq!(public_name("_IO_new_file_overflow"), "_IO_file_overflow");
+        assert_eq!(public_name("__GI__IO_new_file_xsputn"), "_IO_file_xsputn");
+        assert_eq!(public_name("__GI___libc_malloc"), "__libc_malloc");
+        assert_eq!(public_name("make_widget"), "make_widget");
+        assert_eq!(public_name("__GI_"), "__GI_");
     }
 }

@@ -204,7 +204,7 @@ fn debug_file(path: &Path, link: Option<&[u8]>, id: &[u8]) -> Option<PathBuf> {
 }
 
 fn demangle(name: &str) -> String {
-    addr2line::demangle_auto(Cow::Borrowed(name), None).into_owned()
+    super::dwarf::public_name(&addr2line::demangle_auto(Cow::Borrowed(name), None)).into_owned()
 }
 
 /// The symbol table of `path` (`(address, demangled name)` by address), read through the
