@@ -65,6 +65,16 @@ pub fn analyze(trace: &Trace, sym: &mut dyn Symbolizer, opts: &Options) -> Repor
     report(trace, &r, sym, opts, None)
 }
 
+/// The profiled program's types by size, from its executable's DWARF when it is still here.
+fn program_types(trace: &Trace) -> std::collections::BTreeMap<u64, std::collections::BTreeSet<String>> {
+    match &trace.process {
+        Some(p) if Path::new(&p.exe).is_file() => {
+            heaplens_interpret::symbolize::types::types_by_size(Path::new(&p.exe))
+        }
+        _ => Default::default(),
+    }
+}
+
 /// Builds the report from the replay's counters.
 fn report(
     trace: &Trace,
@@ -83,7 +93,7 @@ fn report(
         process: summary::process_info(trace),
         summary: summary::summary(trace, r),
         leaks: leaks::leaks(inp, opts.leak_depth, opts.call_sites),
-        bins: bins::bins(&r.bins),
+        bins: bins::bins(&r.bins, &program_types(trace)),
         direct: direct::direct(inp),
         call_graph: callgraph::call_graph(inp),
         lifetimes: lifetimes.map(|l| crate::tables::lifetimes::lifetimes(inp, &l.stacks)),

@@ -204,6 +204,9 @@ pub struct BinRow {
     pub kept_bytes: u64,
     /// Share of all bytes never released.
     pub kept_percent: f64,
+    /// The program's struct, class and union types of this size (from its DWARF), as mprof
+    /// showed them.
+    pub types: Vec<String>,
 }
 
 /// Totals of the bin table.

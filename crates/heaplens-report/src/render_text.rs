@@ -268,7 +268,8 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
     let b = &r.bins;
     let _ = writeln!(out, "ALLOCATION BIN TABLE (by requested size)");
     estimates(r, out);
-    let _ = writeln!(out, "  {:>8} {:>10} {:>20} {:>10} {:>20}", "size", "allocs", "bytes (%)", "frees", "kept (%)");
+    let _ =
+        writeln!(out, "  {:>8} {:>10} {:>20} {:>10} {:>20}  types", "size", "allocs", "bytes (%)", "frees", "kept (%)");
     // Exact sizes: the `--top` largest by bytes, shown in size order; the > 1024 bin always.
     let (big, exact) = b.rows.split_last().expect("the > 1024 bin is always present");
     let n = o.limit(exact.len());
@@ -281,11 +282,12 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
         let size = row.size.map_or("> 1024".to_string(), |s| s.to_string());
         let _ = writeln!(
             out,
-            "  {size:>8} {:>10} {} {:>10} {}",
+            "  {size:>8} {:>10} {} {:>10} {}  {}",
             row.allocs,
             bytes_pct(row.bytes, row.bytes_percent, 14),
             row.frees,
-            bytes_pct(row.kept_bytes, row.kept_percent, 14)
+            bytes_pct(row.kept_bytes, row.kept_percent, 14),
+            row.types.join(", ")
         );
     }
     let t = &b.total;

@@ -80,6 +80,10 @@ fn check_widgets(v: &Value, t: &std::collections::BTreeMap<String, String>, exe_
     assert_eq!(u(bin, "kept_bytes"), red * WIDGET, "bin 204 kept_bytes");
     let bp = bin["bytes_percent"].as_f64().expect("bytes_percent");
     assert!(bp > 99.0 && bp <= 100.0, "bin 204 holds every byte, bytes_percent = {bp}");
+    // The program's type of that size, from its DWARF, as mprof's table showed it (issue 18,
+    // item 2): `typedef struct { ... } widget`.
+    let types: Vec<&str> = arr(bin, "types").iter().filter_map(|t| t.as_str()).collect();
+    assert_eq!(types, ["widget"], "types of the 204-byte bin");
 
     // Direct allocation table (Figure 4): make_widget alone, all medium-sized (33-256 bytes).
     let rows = arr(v, "direct/rows");

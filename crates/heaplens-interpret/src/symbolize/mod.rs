@@ -6,6 +6,7 @@ mod dwarf;
 mod elf;
 pub mod embedded;
 mod mapped;
+pub mod types;
 
 use std::collections::HashMap;
 
