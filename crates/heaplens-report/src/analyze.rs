@@ -1,10 +1,11 @@
 //! The pipeline: replay the events, symbolize the stacks that allocated, build the tables.
 //!
-//! [`analyze_file`] overlaps the stages on three threads: one reads and decompresses the file,
-//! the calling thread replays events as they arrive (see `merge.rs`), and a third opens
-//! module files and symbolizes the stack trie (see `symbolize/cached.rs`), unless `heaplens
-//! run` embedded the symbols in the trace (`symbolize/embedded.rs`). A fourth makes the live
-//! map's memory ahead (see `chunk.rs`).
+//! [`analyze_file`] overlaps the stages on four threads: one reads and decompresses the file
+//! (holding at most the payload budget, and decoding payloads ahead while it waits), the
+//! calling thread replays events as they arrive (`heaplens_interpret::merge`), a third opens
+//! module files and symbolizes the stack trie (`symbolize/cached.rs`) unless `heaplens run`
+//! embedded the symbols in the trace (`symbolize/embedded.rs`), and a fourth makes the live
+//! map's memory ahead (`replay/chunk.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -293,8 +294,9 @@ impl Sink for PipeSink<'_> {
 }
 
 /// How far behind the newest block read the streaming replay stays once the process has more
-/// than one thread: blocks reach the file up to the monitor's sweep period (100 ms) after their
-/// first event, so a block older than this is not expected any more. (If one comes anyway, see
+/// than one thread: blocks reach the file within the monitor's sweep period (10 ms) of their
+/// first event, and a thread's full buffer soon after, so a block older than this is not
+/// expected any more. (If one comes anyway, see
 /// [`Streamed`].)
 const WINDOW_NS: f64 = 200e6;
 
@@ -305,8 +307,9 @@ const WINDOW_NS: f64 = 200e6;
 /// older events, and then the replay starts again from the first event, once. From then on, or
 /// once another thread shows up in order, events are replayed up to [`WINDOW_NS`] behind the
 /// newest block, and payloads are released as they are replayed, so a block that still breaks
-/// the merge order ends the streaming replay: the trace is loaded again once read and replayed
-/// from the start (as is one whose halves could not be joined, see `split.rs`).
+/// the merge order ends the streaming replay: the trace is replayed from the file again once read,
+/// one block per thread at a time (`replay/from_file.rs`; as is one whose halves could not be
+/// joined, see `split.rs`).
 struct Streamed {
     merger: Merger<'static>,
     state: Option<State>,
