@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod decode;
+pub mod elide;
 pub mod idmap;
 pub mod load;
 pub mod merge;

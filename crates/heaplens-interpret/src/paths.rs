@@ -102,6 +102,9 @@ pub struct FrameTable {
     pub sites: Vec<SiteInfo>,
     fn_map: HashMap<(String, Option<String>), FunctionId>,
     site_map: HashMap<(FunctionId, String), SiteId>,
+    naming: Naming,
+    /// Per function, the length of its name without the line (`name@file:line` by line).
+    base_len: Vec<usize>,
 }
 
 impl FrameTable {
@@ -115,9 +118,15 @@ impl FrameTable {
         &self.functions[f as usize].name
     }
 
+    /// The name of a function without the source line that [`Naming::by_line`] adds to it.
+    pub fn base_name(&self, f: FunctionId) -> &str {
+        &self.functions[f as usize].name[..self.base_len[f as usize]]
+    }
+
     fn intern(&mut self, ret_addr: u64, f: &Frame) -> SiteId {
         let name = match (&f.function, &f.module) {
-            (Some(n), _) => n.clone(),
+            (Some(n), _) if self.naming.full_names => n.clone(),
+            (Some(n), _) => crate::elide::elide_generics(n).into_owned(),
             (None, Some(m)) => format!("{m}+0x{:x}", f.module_offset),
             (None, None) => format!("0x{ret_addr:x}"),
         };
@@ -129,12 +138,15 @@ impl FrameTable {
             (_, _, Some(off)) if f.function.is_some() => format!("{name}+0x{off:x}"),
             _ => name.clone(),
         };
-        let key = (name, f.module.clone());
+        let base_len = name.len();
+        let by_line = self.naming.by_line && f.file.is_some() && f.line.is_some();
+        let key = (if by_line { label.clone() } else { name }, f.module.clone());
         let function = match self.fn_map.get(&key) {
             Some(&id) => id,
             None => {
                 let id = self.functions.len() as FunctionId;
                 self.functions.push(FunctionInfo { name: key.0.clone(), module: key.1.clone() });
+                self.base_len.push(base_len);
                 self.fn_map.insert(key, id);
                 id
             }
@@ -173,8 +185,32 @@ impl Paths {
     }
 }
 
-/// Symbolizes the stacks `ids` (trie node ids) and returns their paths in the same order.
+/// How functions are named and told apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Naming {
+    /// Each source line of a function is a function of its own, named `function@file:line`
+    /// (the line of the call the frame was making), so that every table attributes by line;
+    /// frames without line information stay whole functions.
+    pub by_line: bool,
+    /// Keep template and generic arguments; by default they are elided
+    /// ([`crate::elide::elide_generics`]), and a function's instantiations are one function.
+    pub full_names: bool,
+}
+
+/// Symbolizes the stacks `ids` (trie node ids) and returns their paths in the same order,
+/// with the default [`Naming`].
 pub fn resolve(stacks: &StackTable, ids: &[u32], sym: &mut dyn Symbolizer, progress: bool) -> (FrameTable, Paths) {
+    resolve_named(stacks, ids, sym, progress, Naming::default())
+}
+
+/// [`resolve`] with the given [`Naming`].
+pub fn resolve_named(
+    stacks: &StackTable,
+    ids: &[u32],
+    sym: &mut dyn Symbolizer,
+    progress: bool,
+    naming: Naming,
+) -> (FrameTable, Paths) {
     // 1. Unique return addresses, visiting each trie node once (stacks share prefixes).
     let mut visited = vec![false; stacks.len()];
     let mut addrs: Vec<u64> = Vec::new();
@@ -192,7 +228,7 @@ pub fn resolve(stacks: &StackTable, ids: &[u32], sym: &mut dyn Symbolizer, progr
 
     // 2. Symbolize each address once; in address order, so each module's debug info is read in
     //    one sweep.
-    let mut table = FrameTable::default();
+    let mut table = FrameTable { naming, ..FrameTable::default() };
     let mut addr_sites: HashMap<u64, (u32, u32)> = HashMap::with_capacity_and_hasher(addrs.len(), Default::default());
     let mut site_arena: Vec<SiteId> = Vec::new();
     let mut frames = Vec::new();
@@ -237,18 +273,19 @@ pub fn resolve(stacks: &StackTable, ids: &[u32], sym: &mut dyn Symbolizer, progr
 /// `main` is present), runtime roots, and allocator shims and monitor frames at the inner end.
 fn trim<'a>(t: &FrameTable, path: &'a [SiteId]) -> &'a [SiteId] {
     let func = |s: SiteId| &t.functions[t.function_of(s) as usize];
+    let name = |s: SiteId| t.base_name(t.function_of(s));
     let mut end = path.len();
-    if let Some(i) = path.iter().rposition(|&s| func(s).name == "main") {
+    if let Some(i) = path.iter().rposition(|&s| name(s) == "main") {
         end = i + 1;
     }
-    while end > 0 && matches(&func(path[end - 1]).name, RUNTIME_FRAMES) {
+    while end > 0 && matches(name(path[end - 1]), RUNTIME_FRAMES) {
         end -= 1;
     }
     let mut start = 0;
     while end - start > 1 {
         let f = func(path[start]);
         let monitor = f.module.as_deref().is_some_and(|m| m.starts_with("libheaplens_preload"));
-        if !(monitor || matches(&f.name, ALLOCATOR_FRAMES)) {
+        if !(monitor || matches(name(path[start]), ALLOCATOR_FRAMES)) {
             break;
         }
         start += 1;

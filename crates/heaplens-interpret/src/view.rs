@@ -116,6 +116,40 @@ impl<V: View + ?Sized> View for &mut V {
     }
 }
 
+/// A view that may be absent: `None` ignores the replay.
+impl<V: View> View for Option<V> {
+    fn allocation(&mut self, b: &Block) {
+        if let Some(v) = self {
+            v.allocation(b)
+        }
+    }
+    fn deallocation(&mut self, r: &Release, b: &Block) {
+        if let Some(v) = self {
+            v.deallocation(r, b)
+        }
+    }
+    fn failed_allocation(&mut self, b: &Block) {
+        if let Some(v) = self {
+            v.failed_allocation(b)
+        }
+    }
+    fn unmatched(&mut self, r: &Release) {
+        if let Some(v) = self {
+            v.unmatched(r)
+        }
+    }
+    fn overwritten(&mut self, b: &Block) {
+        if let Some(v) = self {
+            v.overwritten(b)
+        }
+    }
+    fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+        if let Some(v) = self {
+            v.end(live)
+        }
+    }
+}
+
 impl<A: View, B: View> View for (A, B) {
     fn allocation(&mut self, b: &Block) {
         self.0.allocation(b);

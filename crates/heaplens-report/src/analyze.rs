@@ -24,7 +24,7 @@ use heaplens_interpret::decode::ahead::{Ahead, Slot, StopAhead};
 use heaplens_interpret::load::{LoadError, Sink, Trace};
 use heaplens_interpret::merge::ondisk::BlockAt;
 use heaplens_interpret::merge::Merger;
-use heaplens_interpret::paths::resolve;
+use heaplens_interpret::paths::{resolve_named, Naming};
 use heaplens_interpret::progress::{Progress, Timing};
 use heaplens_interpret::symbolize::cached::{symbolize_all, CachedSymbolizer, SymMsg, SymProgress};
 use heaplens_interpret::symbolize::Symbolizer;
@@ -40,6 +40,12 @@ pub struct Options {
     pub progress: bool,
     /// Add the lifetime table ([`crate::lifetimes`]; a second pass over the trace).
     pub lifetimes: bool,
+    /// Add mtrace++'s C++ tables ([`crate::cxx`]; a second pass over the trace, shared with
+    /// the lifetimes').
+    pub cxx: bool,
+    /// How functions are named: by source line, with generics in full
+    /// ([`heaplens_interpret::paths::Naming`]).
+    pub naming: Naming,
     /// Bytes of decompressed event payloads [`analyze_file`] holds at once (default 128 MiB):
     /// the reader waits for the replay beyond it, so memory does not grow with the trace.
     pub payload_budget: usize,
@@ -52,6 +58,8 @@ impl Default for Options {
             call_sites: false,
             progress: false,
             lifetimes: false,
+            cxx: false,
+            naming: Naming::default(),
             payload_budget: heaplens_interpret::decode::budget::PAYLOAD_BUDGET,
         }
     }
@@ -63,7 +71,7 @@ pub fn analyze(trace: &Trace, sym: &mut dyn Symbolizer, opts: &Options) -> Repor
         Some(a) => crate::replay::aggregated::replay(a, &trace.clock),
         None => crate::replay::from_file::replay_trace(trace),
     };
-    report(trace, &r, sym, opts, None)
+    report(trace, &r, sym, opts, Second::default())
 }
 
 /// The profiled program's types by size, from its executable's DWARF when it is still here.
@@ -76,16 +84,31 @@ fn program_types(trace: &Trace) -> std::collections::BTreeMap<u64, std::collecti
     }
 }
 
-/// Builds the report from the replay's counters.
-fn report(
+/// What the second pass over the events counted, when it was asked for.
+#[derive(Default)]
+struct Second<'a> {
+    lifetimes: Option<&'a crate::lifetimes::Lifetimes>,
+    cxx: Option<&'a crate::cxx::counts::CxxCounts>,
+}
+
+/// The C++ tables, telling classes from namespaces by the executable's DWARF.
+fn cxx_tables(
     trace: &Trace,
-    r: &Replay,
+    counts: &crate::cxx::counts::CxxCounts,
     sym: &mut dyn Symbolizer,
-    opts: &Options,
-    lifetimes: Option<&crate::lifetimes::Lifetimes>,
-) -> Report {
+    naming: Naming,
+) -> crate::cxx::model::CxxTables {
+    let scopes = match &trace.process {
+        Some(p) if Path::new(&p.exe).is_file() => heaplens_interpret::symbolize::scopes::scopes(Path::new(&p.exe)),
+        _ => Default::default(),
+    };
+    crate::cxx::tables::tables(counts, &trace.stacks, sym, naming, &|q| scopes.is_class(q))
+}
+
+/// Builds the report from the replay's counters.
+fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options, second: Second<'_>) -> Report {
     let ids: Vec<u32> = r.stacks.iter().map(|s| s.stack).collect();
-    let (frames, paths) = resolve(&trace.stacks, &ids, sym, opts.progress);
+    let (frames, paths) = resolve_named(&trace.stacks, &ids, sym, opts.progress, opts.naming);
     let inp = Inputs { replay: r, frames: &frames, paths: &paths };
     let mut info = summary::trace_info(trace, r, paths.incomplete);
     info.symbol_warnings = sym.warnings();
@@ -97,7 +120,8 @@ fn report(
         bins: bins::bins(&r.bins, &program_types(trace)),
         direct: direct::direct(inp),
         call_graph: callgraph::call_graph(inp),
-        lifetimes: lifetimes.map(|l| crate::tables::lifetimes::lifetimes(inp, &l.stacks)),
+        lifetimes: second.lifetimes.map(|l| crate::tables::lifetimes::lifetimes(inp, &l.stacks)),
+        cxx: second.cxx.map(|c| cxx_tables(trace, c, sym, opts.naming)),
     }
 }
 
@@ -210,16 +234,15 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
     })?;
     let (results, damaged_symbols) = results;
     let mut sym = CachedSymbolizer::new(results);
-    let lifetimes = match opts.lifetimes && trace.aggregate.is_none() {
-        true => {
-            let mut l = crate::lifetimes::Lifetimes::default();
-            heaplens_interpret::view::replay_with_progress(path, &mut l, opts.progress)?;
-            tm("lifetimes done");
-            Some(l)
-        }
-        false => None,
-    };
-    let mut r = report(&trace, &replay, &mut sym, opts, lifetimes.as_ref());
+    // The lifetimes and the C++ tables need events in time order: one more pass, shared.
+    let events = trace.aggregate.is_none();
+    let mut lifetimes = (opts.lifetimes && events).then(crate::lifetimes::Lifetimes::default);
+    let mut cxx = (opts.cxx && events).then(|| crate::cxx::counts::CxxCounts::new(trace.sample_rate()));
+    if lifetimes.is_some() || cxx.is_some() {
+        heaplens_interpret::view::replay_with_progress(path, &mut (&mut lifetimes, &mut cxx), opts.progress)?;
+        tm("second pass done");
+    }
+    let mut r = report(&trace, &replay, &mut sym, opts, Second { lifetimes: lifetimes.as_ref(), cxx: cxx.as_ref() });
     if damaged_symbols {
         r.trace.malformed_blocks += 1;
         r.trace.symbol_warnings.insert(0, DAMAGED_SYMBOLS.into());

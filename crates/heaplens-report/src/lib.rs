@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod analyze;
+pub mod cxx;
 pub mod lifetimes;
 pub mod model;
 pub mod render_text;

@@ -26,6 +26,9 @@ pub struct Report {
     /// Block lifetimes per function that called the allocator, when asked for (`--lifetimes`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lifetimes: Option<Vec<LifetimeRow>>,
+    /// mtrace++'s C++ tables, when asked for (`--cxx`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cxx: Option<crate::cxx::model::CxxTables>,
 }
 
 /// Lifetimes of the blocks one function allocated directly. Steps are the allocations the

@@ -48,13 +48,14 @@ type Section = fn(&Report, &TextOptions, &mut String);
 /// Renders the selected sections.
 pub fn render(r: &Report, o: &TextOptions) -> String {
     let mut out = String::new();
-    let sections: [(bool, Section); 6] = [
+    let sections: [(bool, Section); 7] = [
         (o.summary, summary),
         (o.leaks, leaks),
         (o.bins, bins),
         (o.direct, direct),
         (o.call_graph, call_graph),
         (r.lifetimes.is_some(), lifetimes),
+        (r.cxx.is_some(), cxx),
     ];
     for (on, f) in sections {
         if on {
@@ -294,6 +295,13 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
     let _ =
         writeln!(out, "  {:>8} {:>10} {:>14}       {:>10} {:>14}", "<TOTAL>", t.allocs, t.bytes, t.frees, t.kept_bytes);
     more(out, n, exact.len(), "sizes");
+}
+
+fn cxx(r: &Report, o: &TextOptions, out: &mut String) {
+    if let Some(t) = &r.cxx {
+        estimates(r, out);
+        crate::cxx::text::render(t, o.top, out);
+    }
 }
 
 fn lifetimes(r: &Report, o: &TextOptions, out: &mut String) {

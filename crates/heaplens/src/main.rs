@@ -105,6 +105,23 @@ pub struct ReportArgs {
     /// and in allocations in between (a second pass over the trace).
     #[arg(long)]
     pub lifetimes: bool,
+    /// For C++ programs, mtrace++'s tables instead of mprof's: allocations by invocation
+    /// scenario (constructor, copy constructor, operator=, type conversion, member data,
+    /// member function, others) at the first and the lowest class level, per class, by size,
+    /// by path of member functions, by depth, and new versus malloc (a second pass over the
+    /// trace). With --leaks, --bins, --direct or --call-graph, those tables come too.
+    #[arg(long)]
+    pub cxx: bool,
+    /// Attribute by source line: in every table a function is one line of it,
+    /// `function@file:line` (the line of the call it was making), so the tables say which
+    /// line allocates. Needs debug information (-g); frames without it stay whole functions.
+    #[arg(long)]
+    pub lines: bool,
+    /// Show C++ template and Rust generic arguments in full (`std::vector<long,
+    /// std::allocator<long> >::push_back(long const&)`); by default they are elided
+    /// (`std::vector<…>::push_back(long const&)`) and a function's instantiations are one row.
+    #[arg(long)]
+    pub full_names: bool,
     /// Rows shown per table (0 = all).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,

@@ -32,13 +32,22 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
         call_sites: a.call_sites,
         progress: io::stderr().is_terminal(),
         lifetimes: a.lifetimes,
+        cxx: a.cxx,
+        naming: heaplens_interpret::paths::Naming { by_line: a.lines, full_names: a.full_names },
         payload_budget: (a.memory << 20) as usize,
     };
     let report = analyze_file(&a.trace, &opts)?;
     warn_if_damaged(&report);
+    if (a.cxx && report.cxx.is_none()) || (a.lifetimes && report.lifetimes.is_none()) {
+        eprintln!(
+            "heaplens: warning: {}: recorded with --aggregate, the trace has counters but no events: \
+             --cxx and --lifetimes need the events (record without --aggregate)",
+            a.trace.display()
+        );
+    }
     let out = match a.format {
         Format::Text => {
-            let only = a.leaks || a.bins || a.direct || a.call_graph;
+            let only = a.leaks || a.bins || a.direct || a.call_graph || a.cxx;
             let t = TextOptions {
                 summary: !only,
                 leaks: !only || a.leaks,

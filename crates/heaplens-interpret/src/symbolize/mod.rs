@@ -6,7 +6,9 @@ mod dwarf;
 mod elf;
 pub mod embedded;
 mod mapped;
+pub mod scopes;
 pub mod types;
+mod units;
 
 use std::collections::HashMap;
 

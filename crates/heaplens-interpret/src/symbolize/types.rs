@@ -1,40 +1,20 @@
 //! The program's own types by size, from its DWARF: what mprof's allocation bin table shows
 //! beside a size (`widget` for the 204-byte bin of the paper's example).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::File;
 use std::path::Path;
 
-use addr2line::gimli::{self, AttributeValue, EndianSlice, RunTimeEndian};
-use object::{Object, ObjectSection};
+use addr2line::gimli::{self, AttributeValue};
 
-use super::mapped::Mapped;
+use super::units::Reader;
 
 /// Named struct, class and union types of the module at `path` (and typedefs naming one), by
 /// byte size; empty when it has no DWARF. Declarations (no size) are left out.
 pub fn types_by_size(path: &Path) -> BTreeMap<u64, BTreeSet<String>> {
     let mut out = BTreeMap::new();
-    let Some(map) = File::open(path).ok().and_then(|f| Mapped::new(&f)) else { return out };
-    let Ok(obj) = object::File::parse(map.bytes()) else { return out };
-    let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
-    let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, object::Error> {
-        match obj.section_by_name(id.name()) {
-            Some(s) => s.uncompressed_data(),
-            None => Ok(Cow::Borrowed(&[])),
-        }
-    };
-    let Ok(sections) = gimli::DwarfSections::load(load) else { return out };
-    let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
-    let mut units = dwarf.units();
-    while let Ok(Some(header)) = units.next() {
-        let Ok(unit) = dwarf.unit(header) else { continue };
-        collect(&dwarf, &unit, &mut out);
-    }
+    super::units::for_each_unit(path, |dwarf, unit| collect(dwarf, unit, &mut out));
     out
 }
-
-type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 
 /// A type entry: its tag, name, size and the type it names (typedefs).
 struct Entry {
