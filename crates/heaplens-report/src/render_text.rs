@@ -310,6 +310,24 @@ fn lifetimes(r: &Report, o: &TextOptions, out: &mut String) {
         out,
         "LIFETIMES (blocks by the function that allocated them; steps: the thread's allocations in between)"
     );
+    // Three views of one table: the most short-lived blocks (heaptrack's temporaries), the
+    // longest-lived freed ones, and the blocks never freed.
+    let mut by: Vec<&crate::model::LifetimeRow> = rows.iter().filter(|r| r.short_lived > 0).collect();
+    lifetime_rows(out, o, "most short-lived (freed before the thread's next allocation)", &by);
+    by = rows.iter().filter(|r| r.freed > 0).collect();
+    by.sort_by(|a, b| b.median_ns.cmp(&a.median_ns).then(b.max_ns.cmp(&a.max_ns)).then(b.freed.cmp(&a.freed)));
+    lifetime_rows(out, o, "longest-lived (by median lifetime of the freed blocks)", &by);
+    by = rows.iter().filter(|r| r.live_at_exit > 0).collect();
+    by.sort_by(|a, b| b.live_at_exit.cmp(&a.live_at_exit).then_with(|| a.function.cmp(&b.function)));
+    lifetime_rows(out, o, "live at exit (never freed: no lifetime)", &by);
+}
+
+fn lifetime_rows(out: &mut String, o: &TextOptions, title: &str, rows: &[&crate::model::LifetimeRow]) {
+    let _ = writeln!(out, "  {title}:");
+    if rows.is_empty() {
+        let _ = writeln!(out, "    none");
+        return;
+    }
     let _ = writeln!(
         out,
         "  {:>10} {:>11} {:>12} {:>12} {:>8} {:>12}  name",

@@ -177,3 +177,36 @@ fn the_lifetime_table_counts_steps_as_the_program_made_them() {
 fn at_str<'a>(v: &'a serde_json::Value, key: &str) -> &'a str {
     v.get(key).and_then(|x| x.as_str()).unwrap_or("")
 }
+
+/// The lifetime table's three views: the call site with the most short-lived blocks, the one
+/// whose freed blocks live longest, and the one whose blocks are never freed, each first in its
+/// view (examples/lifetime_sites.c).
+#[test]
+fn the_lifetime_table_ranks_short_long_and_never_freed() {
+    let dir = WorkDir::new("lifetime-sites");
+    let prog = compile_c(&dir, "lifetime_sites.c", &[]);
+    let trace = dir.join("sites.hltrace");
+    let out = run_traced(&dir, &trace, &prog, &[] as &[&str]).ok("lifetime_sites under heaplens");
+    let t = truth(&out.stdout, "lifetime_sites");
+    let (long, temp, leak) = (num(&t, "long"), num(&t, "temp"), num(&t, "leak"));
+
+    let args = ["report", trace.to_str().unwrap(), "--lifetimes", "--format", "json", "--top", "0"];
+    let v: serde_json::Value = serde_json::from_str(&heaplens(&dir, &args).ok("json").stdout).unwrap();
+    let row = |f: &str| arr(&v, "lifetimes").iter().find(|r| at_str(r, "function") == f).cloned().expect(f);
+    let (l, tmp, lk) = (row("long_site"), row("temp_site"), row("leak_site"));
+    assert_eq!((u(&tmp, "freed"), u(&tmp, "short_lived")), (temp, temp), "temp_site");
+    assert_eq!((u(&l, "freed"), u(&l, "short_lived"), u(&l, "live_at_exit")), (long, 0, 0), "long_site");
+    // Each long block lives temp + 0..long-1 steps: 100..109, the bucket from 64.
+    assert_eq!(u(&l, "median_steps"), 64, "long_site's median in steps");
+    assert!(u(&l, "median_ns") >= 16_000_000, "long_site's blocks outlive the 20 ms sleep: {l}");
+    assert_eq!((u(&lk, "freed"), u(&lk, "live_at_exit")), (0, leak), "leak_site");
+
+    let text = heaplens(&dir, &["report", trace.to_str().unwrap(), "--lifetimes"]).ok("text").stdout;
+    let first_after = |title: &str| -> String {
+        let mut lines = text.lines().skip_while(|l| !l.contains(title)).skip(2);
+        lines.next().unwrap_or_default().split_whitespace().last().unwrap_or_default().to_string()
+    };
+    assert_eq!(first_after("most short-lived"), "temp_site", "{text}");
+    assert_eq!(first_after("longest-lived"), "long_site", "{text}");
+    assert_eq!(first_after("live at exit (never freed"), "leak_site", "{text}");
+}

@@ -88,9 +88,13 @@ impl Levels {
 }
 
 /// The levels of a call path given innermost first as the member function each frame is
-/// (`None` for free functions and for skipped frames).
+/// (`None` for free functions and for skipped frames). Consecutive frames of one member
+/// function are one level.
 pub fn levels(path_innermost_first: &[Option<&Member>]) -> Levels {
-    let chain: Vec<Member> = path_innermost_first.iter().rev().flatten().map(|m| (*m).clone()).collect();
+    let mut chain: Vec<Member> = path_innermost_first.iter().rev().flatten().map(|m| (*m).clone()).collect();
+    // A function and its compiler-split part (`f [clone .part.0]`) are one level; so are the
+    // frames of a direct recursion.
+    chain.dedup();
     let (first, lowest) = match chain.as_slice() {
         [] => (Scenario::Others, Scenario::Others),
         [only] => (Scenario::of(only.role), Scenario::of(only.role)),
@@ -166,8 +170,12 @@ mod tests {
         assert_eq!((l.first, l.lowest), (Scenario::MemberFunction, Scenario::Conversion));
 
         // A constructor calling another constructor of its own class (delegation) is no member.
-        let l = levels(&[Some(&buffer), Some(&buffer)]);
+        let copy = m("Buffer", "Buffer", Role::CopyConstructor);
+        let l = levels(&[Some(&buffer), Some(&copy)]);
         assert_eq!(l.lowest, Scenario::Constructor);
+        // A function and its split-off part are one level.
+        let l = levels(&[Some(&conv), Some(&conv), Some(&run)]);
+        assert_eq!(l.chain.len(), 2);
 
         let l = levels(&[None, None]);
         assert_eq!((l.first, l.lowest, l.class()), (Scenario::Others, Scenario::Others, None));
