@@ -43,8 +43,10 @@ pub fn elide_generics(name: &str) -> Cow<'_, str> {
         let c = bytes[i];
         match c {
             b'<' => {
-                let path_start =
-                    i == 0 || name[..i].ends_with("::") || name[..i].ends_with('(') || name[..i].ends_with(' ');
+                // `<T as Trait>` opens a Rust path (at the start, after `as ` or `(`, or nested);
+                // after a name or `::` (a turbofish) come arguments.
+                let prev = name[..i].chars().last();
+                let path_start = matches!(prev, None | Some('(' | ' ' | '<'));
                 let kind = if path_start && !hidden(&stack) { Bracket::QualifiedSelf } else { Bracket::Arguments };
                 if !hidden(&stack) {
                     out.push_str(if kind == Bracket::Arguments { "<…" } else { "<" });
@@ -120,5 +122,9 @@ mod tests {
         );
         assert_eq!(e("alloc::raw_vec::RawVec<T,A>::grow_one"), "alloc::raw_vec::RawVec<…>::grow_one");
         assert_eq!(e("core::ptr::drop_in_place<boxes::Node>"), "core::ptr::drop_in_place<…>");
+        assert_eq!(
+            e("<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec::<alloc::alloc::Global>"),
+            "<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec::<…>"
+        );
     }
 }

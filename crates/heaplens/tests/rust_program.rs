@@ -37,4 +37,32 @@ fn rust_boxes_counted_and_attributed() {
         .map(|r| u(r, "bytes"))
         .sum();
     assert_eq!(holders, kept * 300, "leaked boxes not attributed to make_boxes: {:#?}", arr(&v, "leaks"));
+
+    // Names are demangled (no `_ZN...E` or `_R...` symbols, no `::h0123456789abcdef` hashes),
+    // with generic arguments elided.
+    for name in all_names(&v) {
+        assert!(!name.starts_with("_ZN") && !name.starts_with("_R"), "not demangled: {name}");
+        let hashed = name
+            .split("::")
+            .any(|p| p.len() == 17 && p.starts_with('h') && p[1..].chars().all(|c| c.is_ascii_hexdigit()));
+        assert!(!hashed, "hash left in {name}");
+        let args_left = name.match_indices("::<").any(|(i, _)| !name[i + 3..].starts_with('…'));
+        assert!(
+            !args_left && !name.contains("Vec<T") && !name.contains("Vec<u8"),
+            "generic arguments not elided: {name}"
+        );
+    }
+
+    // By source line: the line of boxes.rs that makes the boxes allocates them all.
+    let src = std::fs::read_to_string(examples_dir().join("boxes.rs")).unwrap();
+    let line = 1 + src.lines().position(|l| l.contains("Box::new([i as u8; 300])")).unwrap();
+    let args = ["report", trace.to_str().unwrap(), "--lines", "--format", "json", "--top", "0"];
+    let lines: serde_json::Value = serde_json::from_str(&heaplens(&dir, &args).ok("--lines").stdout).unwrap();
+    let at = format!("@boxes.rs:{line}");
+    let at_line: u64 = arr(&lines, "leaks")
+        .iter()
+        .filter(|r| leak_path(r).iter().any(|f| f.contains("make_boxes") && f.ends_with(&at)))
+        .map(|r| u(r, "bytes"))
+        .sum();
+    assert_eq!(at_line, kept * 300, "leaked boxes not attributed to boxes.rs:{line}: {:#?}", arr(&lines, "leaks"));
 }
