@@ -75,3 +75,43 @@ fn separate_debug_file_through_debuglink() {
     let (v, made) = report_lines(&dir, &exe);
     check_lines(&v, made);
 }
+
+/// A sampled trace is symbolized when reported, from the module files: a program rebuilt since
+/// the run (another build id) or removed is named as such, and its frames are left as
+/// `module+0xOFFSET` rather than given the new binary's names.
+#[test]
+fn a_module_changed_or_gone_since_the_run_is_named() {
+    let dir = WorkDir::new("module-changed");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let args = [
+        "run".as_ref(),
+        "--sample-rate".as_ref(),
+        "1".as_ref(),
+        "-o".as_ref(),
+        trace.as_os_str(),
+        "--".as_ref(),
+        exe.as_os_str(),
+        "50".as_ref(),
+    ];
+    heaplens(&dir, &args).ok("heaplens run --sample-rate 1");
+    let warnings = |v: &Value| -> Vec<String> {
+        arr(v, "trace/symbol_warnings").iter().map(|w| w.as_str().unwrap_or_default().to_string()).collect()
+    };
+    let v = report(&dir, &trace);
+    assert!(direct_rows(&v, "make_widget").len() == 1, "symbolized while the binary is unchanged");
+
+    // Rebuilt at -O0: a different build id.
+    compile(&dir, "gcc", "widgets.c", "widgets", &["-O0", "-g"]);
+    let v = report(&dir, &trace);
+    let w = warnings(&v);
+    assert!(w.iter().any(|w| w.contains("changed since the run")), "{w:?}");
+    assert!(all_names(&v).iter().all(|n| !n.contains("make_")), "names from the rebuilt binary: {:?}", all_names(&v));
+    assert!(arr(&v, "direct/rows").iter().any(|r| r["function"].as_str().is_some_and(|f| f.starts_with("widgets+0x"))));
+
+    std::fs::remove_file(&exe).unwrap();
+    let v = report(&dir, &trace);
+    let w = warnings(&v);
+    assert!(w.iter().any(|w| w.contains("is gone since the run")), "{w:?}");
+    assert!(arr(&v, "direct/rows").iter().any(|r| r["function"].as_str().is_some_and(|f| f.starts_with("widgets+0x"))));
+}

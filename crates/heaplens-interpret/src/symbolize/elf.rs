@@ -150,7 +150,10 @@ impl Module {
 }
 
 fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
-    let file = File::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
+    let file = File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{path} is gone since the run: its frames are not symbolized"),
+        _ => format!("cannot open {path}: {e}"),
+    })?;
     let ids = match Mapped::new(&file) {
         Some(map) => ids(map.bytes()),
         None => ids(&ReadCache::new(file)),
