@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod export;
+mod map;
 mod report;
 mod run;
 mod snapshot;
@@ -32,6 +33,10 @@ enum Command {
     Report(ReportArgs),
     /// Write the trace in another tool's format: folded stacks, flame graphs, pprof.
     Export(ExportArgs),
+    /// Draw the memory map: time on x, address on y, one rectangle per block from its
+    /// allocation to its release, coloured by call site, thread, size, waste or lifetime, with
+    /// the bytes in use below (PNG or SVG).
+    Map(MapArgs),
     /// Ask a program running under `heaplens run --aggregate` to write a snapshot of its
     /// counters into its trace now (then `heaplens report` the trace while it runs).
     Snapshot(SnapshotArgs),
@@ -150,6 +155,114 @@ pub struct ExportArgs {
     pub metric: ExportMetric,
 }
 
+/// Arguments of `heaplens map`.
+#[derive(Args, Debug)]
+pub struct MapArgs {
+    /// The trace file written by `heaplens run`.
+    pub trace: PathBuf,
+    /// The picture to write: `.png`, or `.svg` (the map as an embedded bitmap, labels as text).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// What colour shows: the call site that allocated the block (its allocating function and
+    /// caller, outside the standard and C libraries), its thread, its size class, its waste
+    /// (usable minus requested bytes, blue none to red most) or its lifetime.
+    #[arg(long, value_enum, default_value_t = MapColor::Function)]
+    pub color: MapColor,
+    /// Call sites (or threads) with a colour of their own, at most 10; the rest are grey.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10))]
+    pub top: u64,
+    /// Frames of the program's own code that name a call site (1: the allocating function).
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub depth: u64,
+    /// The bias of the antialiasing (Moreta & Telea's equation 1): lower values show thin,
+    /// isolated blocks more; 1 is plain coverage antialiasing.
+    #[arg(long, default_value_t = 0.3, value_name = "ALPHA", value_parser = parse_alpha)]
+    pub alpha: f32,
+    /// Draw without antialiasing (each block paints the pixels whose centres it covers; blocks
+    /// smaller than a pixel vanish), for comparison.
+    #[arg(long)]
+    pub no_antialias: bool,
+    /// The blocks' shading, so neighbouring blocks of one colour are told apart.
+    #[arg(long, value_enum, default_value_t = MapCushion::Plateau)]
+    pub cushion: MapCushion,
+    /// Columns of the map (time).
+    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u64).range(64..=16384))]
+    pub width: u64,
+    /// Rows of the map (addresses).
+    #[arg(long, default_value_t = 640, value_parser = clap::value_parser!(u64).range(64..=16384))]
+    pub height: u64,
+    /// Start of the time window, since the first event (`250ms`, `1.5s`, `2000us`, or ns).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub from: Option<u64>,
+    /// End of the time window, since the first event.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub to: Option<u64>,
+    /// The address range drawn, `LO-HI` in hexadecimal (`0x55d0c0000000-0x55d0c1000000`).
+    #[arg(long, value_name = "LO-HI", value_parser = parse_range)]
+    pub addresses: Option<(u64, u64)>,
+}
+
+/// What the map's colour shows.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapColor {
+    /// The call site that allocated the block.
+    Function,
+    /// The allocating thread.
+    Thread,
+    /// The size class (log2 of the usable size).
+    Size,
+    /// Usable minus requested bytes.
+    Waste,
+    /// Lifetime, on a log scale.
+    Lifetime,
+}
+
+/// The blocks' shading.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapCushion {
+    /// Flat.
+    None,
+    /// Beveled edges.
+    Plateau,
+    /// A parabola across each block: more contrast.
+    Parabolic,
+}
+
+fn parse_alpha(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(a) if a > 0.0 && a <= 4.0 => Ok(a),
+        _ => Err(format!("`{s}` is not a bias between 0 (excluded) and 4")),
+    }
+}
+
+/// Parses a duration with a unit (ns, us, ms, s; nanoseconds without one).
+fn parse_time(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a time (try 250ms or 1.5s)"))?;
+    let mult = match unit.trim() {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(format!("unknown unit in `{s}` (use ns, us, ms or s)")),
+    };
+    Ok((n * mult).round() as u64)
+}
+
+/// Parses `LO-HI`, hexadecimal with or without `0x`.
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("`{s}` is not an address range (try 0x55d0c0000000-0x55d0c1000000)");
+    let (lo, hi) = s.split_once('-').ok_or_else(bad)?;
+    let hex = |x: &str| u64::from_str_radix(x.trim().trim_start_matches("0x"), 16).map_err(|_| bad());
+    let (lo, hi) = (hex(lo)?, hex(hi)?);
+    if lo >= hi {
+        return Err(format!("`{s}`: the range is empty"));
+    }
+    Ok((lo, hi))
+}
+
 /// Export formats.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExportFormat {
@@ -219,6 +332,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::execute(&a),
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Map(a) => map::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {
@@ -233,6 +347,16 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::parse_size;
+
+    #[test]
+    fn times_and_ranges_parse() {
+        assert_eq!(super::parse_time("250ms"), Ok(250_000_000));
+        assert_eq!(super::parse_time("1.5s"), Ok(1_500_000_000));
+        assert_eq!(super::parse_time("2000"), Ok(2000));
+        assert!(super::parse_time("3 weeks").is_err());
+        assert_eq!(super::parse_range("0x10-0x20"), Ok((16, 32)));
+        assert!(super::parse_range("0x20-0x10").is_err());
+    }
 
     #[test]
     fn sizes_parse_with_binary_units() {

@@ -112,41 +112,6 @@ pub fn levels(path_innermost_first: &[Option<&Member>]) -> Levels {
     Levels { first, lowest, chain }
 }
 
-/// Whether a frame belongs to the standard library, the C library, the runtime or an
-/// allocator: such frames are not levels (`std::vector<T>::push_back` called from `C::add`
-/// counts for `C::add`).
-pub fn is_library_frame(name: &str, module: Option<&str>) -> bool {
-    const NAMESPACES: &[&str] = &["std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "__pstl::"];
-    const MODULES: &[&str] = &[
-        "libstdc++",
-        "libc++",
-        "libc.",
-        "libc-",
-        "libm.",
-        "libgcc_s",
-        "ld-linux",
-        "libheaplens",
-        "libjemalloc",
-        "libtcmalloc",
-        "libmimalloc",
-        "libpthread",
-    ];
-    // A template function's full name begins with its return type (`void std::vector<...>::...`).
-    let head = &name[..name.find('(').unwrap_or(name.len())];
-    let mut depth = 0i32;
-    let mut qualified = head;
-    for (i, c) in head.char_indices() {
-        match c {
-            '<' => depth += 1,
-            '>' => depth -= 1,
-            ' ' if depth == 0 && !head[..i].ends_with("operator") => qualified = &head[i + 1..],
-            _ => {}
-        }
-    }
-    NAMESPACES.iter().any(|n| qualified.starts_with(n))
-        || module.is_some_and(|m| MODULES.iter().any(|p| m.starts_with(p)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,16 +144,5 @@ mod tests {
 
         let l = levels(&[None, None]);
         assert_eq!((l.first, l.lowest, l.class()), (Scenario::Others, Scenario::Others, None));
-    }
-
-    #[test]
-    fn library_frames() {
-        assert!(is_library_frame(
-            "void std::vector<long, std::allocator<long> >::_M_realloc_insert<long>(long&&)",
-            None
-        ));
-        assert!(is_library_frame("_IO_file_doallocate", Some("libc.so.6")));
-        assert!(is_library_frame("(anonymous namespace)::pool::pool()", Some("libstdc++.so.6")));
-        assert!(!is_library_frame("Registry::grow()", Some("cxx_scenarios")));
     }
 }

@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 
 use heaplens_interpret::load::StackTable;
-use heaplens_interpret::paths::{resolve_named, FunctionId, Naming};
+use heaplens_interpret::paths::{is_library_frame, resolve_named, FunctionId, Naming};
 use heaplens_interpret::symbolize::Symbolizer;
 use rustc_hash::FxHashMap as HashMap;
 
 use super::counts::CxxCounts;
 use super::model::{ClassRow, CountBytes, CxxTables, DepthRow, DepthTable, EntryRow, PathRow, ScenarioRow, SizeRow};
 use super::names::{member, IsClass, Member};
-use super::scenario::{is_library_frame, levels, Levels, Scenario};
+use super::scenario::{levels, Levels, Scenario};
 use crate::tables::{count, pct};
 
 /// Weighted allocations and bytes, summed before rounding.

@@ -1,0 +1,112 @@
+//! The address axis, compacted: a process's blocks sit in a few ranges far apart (the main
+//! heap after the program's data, each thread arena's 64 MiB heap, each `mmap`'d chunk), so a
+//! linear axis would be 99% empty. The ranges the blocks touch, at a granularity of 64 KiB, are
+//! kept; the gaps between them are cut out and drawn as labelled bands.
+
+/// log2 of the granularity at which occupied addresses are noted.
+pub const GRANULE_SHIFT: u32 = 16;
+
+/// Gaps up to this many granules stay on the axis (a heap's own free stretches).
+const KEEP_GAP: u64 = 16;
+
+/// Pixel rows between two segments, for the band that marks a gap.
+pub const GAP_ROWS: f64 = 7.0;
+
+/// A kept range of addresses and the rows it takes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    /// First address.
+    pub lo: u64,
+    /// One past the last address.
+    pub hi: u64,
+    /// Its bottom row (rows count up from the bottom of the map).
+    pub y0: f64,
+    /// Its top row.
+    pub y1: f64,
+}
+
+/// The compacted axis: segments from the lowest addresses up.
+#[derive(Debug, Clone, Default)]
+pub struct AddressAxis {
+    /// The segments.
+    pub segments: Vec<Segment>,
+}
+
+impl AddressAxis {
+    /// Lays out the granules (addresses `>> GRANULE_SHIFT`) on `height` rows: runs of granules
+    /// with gaps of up to 1 MiB are one segment; segments share the rows by their sizes, each
+    /// at least `min_rows` high while there is room, with a band of [`GAP_ROWS`] between two.
+    pub fn new(mut granules: Vec<u64>, height: f64, min_rows: f64) -> AddressAxis {
+        granules.sort_unstable();
+        granules.dedup();
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for g in granules {
+            match ranges.last_mut() {
+                Some((_, hi)) if g <= *hi + KEEP_GAP => *hi = g + 1,
+                _ => ranges.push((g, g + 1)),
+            }
+        }
+        // Too many segments for their bands and minimum heights: merge across the smallest gaps.
+        let fits = |n: usize| (n as f64) * (min_rows + GAP_ROWS) <= height;
+        while ranges.len() > 1 && !fits(ranges.len()) {
+            let i = (0..ranges.len() - 1).min_by_key(|&i| ranges[i + 1].0 - ranges[i].1).unwrap_or(0);
+            ranges[i].1 = ranges[i + 1].1;
+            ranges.remove(i + 1);
+        }
+        let n = ranges.len() as f64;
+        let free_rows = (height - GAP_ROWS * (n - 1.0).max(0.0)).max(1.0);
+        let total: f64 = ranges.iter().map(|(lo, hi)| (hi - lo) as f64).sum();
+        // Each segment's share of the rows, raised to the minimum and the rest scaled down.
+        let mut rows: Vec<f64> = ranges.iter().map(|(lo, hi)| (hi - lo) as f64 / total * free_rows).collect();
+        let small: f64 = rows.iter().filter(|&&r| r < min_rows).count() as f64 * min_rows;
+        let large: f64 = rows.iter().filter(|&&r| r >= min_rows).sum();
+        if small > 0.0 && large > 0.0 && small < free_rows {
+            let scale = (free_rows - small) / large;
+            for r in &mut rows {
+                *r = if *r < min_rows { min_rows } else { *r * scale };
+            }
+        }
+        let mut y = 0.0;
+        let segments = ranges
+            .iter()
+            .zip(rows)
+            .map(|(&(lo, hi), r)| {
+                let s = Segment { lo: lo << GRANULE_SHIFT, hi: hi << GRANULE_SHIFT, y0: y, y1: y + r };
+                y += r + GAP_ROWS;
+                s
+            })
+            .collect();
+        AddressAxis { segments }
+    }
+
+    /// The rows `[y0, y1)` of the block `[addr, addr + size)`, or `None` off the axis.
+    pub fn rows(&self, addr: u64, size: u64) -> Option<(f64, f64)> {
+        let i = self.segments.partition_point(|s| s.hi <= addr);
+        let s = self.segments.get(i).filter(|s| s.lo <= addr)?;
+        let per_byte = (s.y1 - s.y0) / (s.hi - s.lo) as f64;
+        let y0 = s.y0 + (addr - s.lo) as f64 * per_byte;
+        let end = addr.saturating_add(size.max(1)).min(s.hi);
+        Some((y0, s.y0 + (end - s.lo) as f64 * per_byte))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gaps_are_cut_and_small_segments_stay_visible() {
+        // A 4 MiB heap and one 64 KiB chunk far above it.
+        let mut g: Vec<u64> = (0x100..0x140).collect();
+        g.push(0x7f00_0000);
+        let a = AddressAxis::new(g, 200.0, 12.0);
+        assert_eq!(a.segments.len(), 2);
+        let (heap, chunk) = (&a.segments[0], &a.segments[1]);
+        assert_eq!((heap.lo, heap.hi), (0x100 << 16, 0x140 << 16));
+        assert!((chunk.y1 - chunk.y0 - 12.0).abs() < 1e-9, "the chunk keeps its minimum height");
+        assert!((chunk.y1 - 200.0).abs() < 1e-6, "the segments fill the height");
+        let (y0, y1) = a.rows(0x100 << 16, 1 << 21).unwrap();
+        assert!(y0 == 0.0 && (y1 - heap.y1 / 2.0).abs() < 1e-6, "half the heap is half its rows");
+        assert_eq!(a.rows(0x200 << 16, 16), None);
+    }
+}

@@ -1,0 +1,164 @@
+//! The picture around the map: title, address labels and the bands of cut gaps on the left,
+//! the occupancy bar and the time axis below, the legend on the right.
+
+use crate::axis::AddressAxis;
+use crate::color::{blue_to_red, to_u8};
+use crate::draw::ColorBy;
+use crate::scene::{Item, Scene};
+use crate::LegendEntry;
+
+/// Rows of the occupancy bar.
+pub const BAR_ROWS: usize = 18;
+
+const LEFT: usize = 132;
+const TOP: usize = 34;
+const LEGEND_WIDTH: usize = 380;
+const INK: [u8; 3] = [30, 30, 30];
+const FAINT: [u8; 3] = [110, 110, 110];
+const BAND: [u8; 3] = [225, 225, 225];
+
+/// What the picture is made of.
+pub struct Parts<'a> {
+    pub title: &'a str,
+    pub width: usize,
+    pub height: usize,
+    /// The map's pixels, rows top first.
+    pub map: Vec<[u8; 3]>,
+    /// The occupancy bar's pixels.
+    pub bar: Vec<[u8; 3]>,
+    pub axis: &'a AddressAxis,
+    /// The window, ns since the first event.
+    pub span_ns: (u64, u64),
+    pub peak_bytes: u64,
+    pub legend: &'a [LegendEntry],
+    pub color_by: ColorBy,
+}
+
+fn text(x: usize, y: usize, s: impl Into<String>) -> Item {
+    Item::Text { x, y, scale: 1, rgb: INK, text: s.into() }
+}
+
+/// The picture, and where the map sits in it (`left, top, width, height`).
+pub fn compose(p: &Parts<'_>) -> (Scene, (usize, usize, usize, usize)) {
+    let (w, h) = (p.width, p.height);
+    let bar_top = TOP + h + 6;
+    let mut s = Scene { width: LEFT + w + 16 + LEGEND_WIDTH, height: bar_top + BAR_ROWS + 40, items: Vec::new() };
+    let it = &mut s.items;
+    it.push(Item::Text { x: 8, y: 8, scale: 2, rgb: INK, text: p.title.to_string() });
+    // A frame around the map and the bar.
+    it.push(Item::Rect { x: LEFT - 1, y: TOP - 1, w: w + 2, h: h + 2, rgb: FAINT });
+    it.push(Item::Bitmap { x: LEFT, y: TOP, w, h, pixels: p.map.clone() });
+    it.push(Item::Rect { x: LEFT - 1, y: bar_top - 1, w: w + 2, h: BAR_ROWS + 2, rgb: FAINT });
+    it.push(Item::Bitmap { x: LEFT, y: bar_top, w, h: BAR_ROWS, pixels: p.bar.clone() });
+
+    // The address axis: each segment's first address at its foot, the cut gaps as bands.
+    let row = |y: f64| TOP + h - (y.round() as usize).min(h);
+    for (i, seg) in p.axis.segments.iter().enumerate() {
+        it.push(text(4, row(seg.y0).saturating_sub(9), format!("{:#x}", seg.lo)));
+        if seg.y1 - seg.y0 >= 30.0 {
+            it.push(Item::Text { x: 4, y: row(seg.y1) + 2, scale: 1, rgb: FAINT, text: format!("{:#x}", seg.hi) });
+        }
+        if let Some(next) = p.axis.segments.get(i + 1) {
+            let (top, bottom) = (row(next.y0), row(seg.y1));
+            it.push(Item::Rect { x: LEFT, y: top, w, h: bottom.saturating_sub(top).max(1), rgb: BAND });
+            let gap = next.lo - seg.hi;
+            it.push(Item::Text {
+                x: LEFT + 4,
+                y: top.saturating_sub(1),
+                scale: 1,
+                rgb: FAINT,
+                text: format!("{} cut", human_bytes(gap)),
+            });
+        }
+    }
+
+    // Below: bytes in use, then the time axis.
+    it.push(text(4, bar_top + 5, "bytes in use"));
+    let (from, to) = p.span_ns;
+    for k in 0..=4 {
+        let x = LEFT + (w - 1) * k / 4;
+        it.push(Item::Rect { x, y: bar_top + BAR_ROWS + 1, w: 1, h: 5, rgb: INK });
+        let label = human_ns(from + (to - from) * k as u64 / 4);
+        let lx = x.saturating_sub(if k == 4 {
+            label.len() * 8
+        } else if k == 0 {
+            0
+        } else {
+            label.len() * 4
+        });
+        it.push(text(lx, bar_top + BAR_ROWS + 9, label));
+    }
+    it.push(text(
+        LEFT,
+        bar_top + BAR_ROWS + 24,
+        format!("time since the first event; peak {} in use", human_bytes(p.peak_bytes)),
+    ));
+
+    // The legend.
+    let lx = LEFT + w + 16;
+    let what = match p.color_by {
+        ColorBy::Function => "colour: call site (bytes allocated)",
+        ColorBy::Thread => "colour: thread",
+        ColorBy::Size => "colour: size class (usable bytes)",
+        ColorBy::Waste => "colour: waste (usable - requested)",
+        ColorBy::Lifetime => "colour: lifetime",
+    };
+    it.push(text(lx, TOP, what));
+    let mut y = TOP + 16;
+    for e in p.legend {
+        it.push(Item::Rect { x: lx, y, w: 12, h: 12, rgb: to_u8(e.rgb) });
+        let mut label = e.label.clone();
+        if label.len() > 44 {
+            label = format!("...{}", &label[label.len() - 41..]);
+        }
+        it.push(text(lx + 18, y + 2, label));
+        if e.bytes > 0 {
+            it.push(Item::Text { x: lx + 18, y: y + 12, scale: 1, rgb: FAINT, text: human_bytes(e.bytes) });
+            y += 10;
+        }
+        y += 18;
+    }
+    if matches!(p.color_by, ColorBy::Function | ColorBy::Thread) {
+        it.push(Item::Rect { x: lx, y, w: 12, h: 12, rgb: to_u8(crate::color::OTHER) });
+        it.push(text(lx + 18, y + 2, "the rest"));
+    } else {
+        for i in 0..200 {
+            it.push(Item::Rect { x: lx + i, y, w: 1, h: 12, rgb: to_u8(blue_to_red(i as f32 / 199.0)) });
+        }
+        let (lo, hi) = match p.color_by {
+            ColorBy::Size => ("16 B", "1 MiB+"),
+            ColorBy::Waste => ("none", "most"),
+            _ => ("1 us", "whole run"),
+        };
+        it.push(text(lx, y + 16, lo));
+        it.push(text(lx + 200 - hi.len() * 8, y + 16, hi));
+    }
+    (s, (LEFT, TOP, w, h))
+}
+
+/// `1.5 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `12.5 ms`.
+pub fn human_ns(ns: u64) -> String {
+    match ns {
+        0 => "0".into(),
+        n if n < 1_000 => format!("{n} ns"),
+        n if n < 1_000_000 => format!("{:.1} us", n as f64 / 1e3),
+        n if n < 1_000_000_000 => format!("{:.1} ms", n as f64 / 1e6),
+        n => format!("{:.2} s", n as f64 / 1e9),
+    }
+}

@@ -1,0 +1,149 @@
+//! The second pass: every block drawn as it ends (or at the end of the trace, for the blocks
+//! still live), and the bytes in use followed for the occupancy bar.
+
+use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::view::{Block, Release, View};
+
+use crate::axis::AddressAxis;
+use crate::canvas::Canvas;
+use crate::color::{blue_to_red, Rgb, OTHER};
+use crate::occupancy::Occupancy;
+
+/// What a block's colour shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColorBy {
+    /// The call site that allocated it (the top ones by bytes, the rest grey).
+    Function,
+    /// The allocating thread.
+    Thread,
+    /// Its size class: log2 of its usable size, 16 bytes (blue) to 1 MiB and more (red).
+    Size,
+    /// Usable minus requested bytes, as a share of the usable size: blue none, red the most.
+    Waste,
+    /// Its lifetime on a log scale, 1 µs (blue) to the whole run (red; live at exit too).
+    Lifetime,
+}
+
+/// Colours fixed by the first pass.
+pub struct Palette {
+    /// Per stack ([`ColorBy::Function`]).
+    pub stacks: IdMap<u32, Rgb>,
+    /// Per thread ([`ColorBy::Thread`]).
+    pub threads: IdMap<u32, Rgb>,
+    /// The largest waste share, for [`ColorBy::Waste`].
+    pub max_waste: f64,
+}
+
+/// Draws the blocks of the replay onto a canvas.
+pub struct Painter<'a> {
+    /// The map.
+    pub canvas: Canvas,
+    /// The occupancy bar.
+    pub occupancy: Occupancy,
+    axis: &'a AddressAxis,
+    palette: &'a Palette,
+    color_by: ColorBy,
+    /// The window: `[t0, t1]`, `CLOCK_MONOTONIC` ns.
+    t0: u64,
+    t1: u64,
+    ns_per_col: f64,
+    /// The trace's last event, where live blocks end.
+    end_ts: u64,
+    started: bool,
+}
+
+impl<'a> Painter<'a> {
+    /// A painter for the window `[t0, t1]` on `canvas` (its width in columns).
+    pub fn new(
+        canvas: Canvas,
+        width: usize,
+        axis: &'a AddressAxis,
+        palette: &'a Palette,
+        color_by: ColorBy,
+        (t0, t1): (u64, u64),
+        end_ts: u64,
+    ) -> Painter<'a> {
+        let ns_per_col = (t1.saturating_sub(t0)).max(1) as f64 / width as f64;
+        Painter {
+            canvas,
+            occupancy: Occupancy::new(width),
+            axis,
+            palette,
+            color_by,
+            t0,
+            t1,
+            ns_per_col,
+            end_ts,
+            started: false,
+        }
+    }
+
+    fn x(&self, ts: u64) -> f64 {
+        (ts as f64 - self.t0 as f64) / self.ns_per_col
+    }
+
+    fn col(&mut self, ts: u64) -> Option<usize> {
+        if ts < self.t0 || ts > self.t1 {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            self.occupancy.start();
+        }
+        Some(self.x(ts) as usize)
+    }
+
+    fn color(&self, b: &Block, lifetime: Option<u64>) -> Rgb {
+        match self.color_by {
+            ColorBy::Function => self.palette.stacks.get(&b.stack).copied().unwrap_or(OTHER),
+            ColorBy::Thread => self.palette.threads.get(&b.tid).copied().unwrap_or(OTHER),
+            ColorBy::Size => blue_to_red(((b.usable.max(1) as f32).log2() - 4.0) / 16.0),
+            ColorBy::Waste => {
+                let share = b.usable.saturating_sub(b.size) as f64 / b.usable.max(1) as f64;
+                blue_to_red((share / self.palette.max_waste.max(1e-9)) as f32)
+            }
+            ColorBy::Lifetime => {
+                let span = (self.end_ts.saturating_sub(self.t0)).max(10_000) as f64;
+                let v = match lifetime {
+                    Some(ns) => ((ns.max(1) as f64).log10() - 3.0) / (span.log10() - 3.0),
+                    None => 1.0,
+                };
+                blue_to_red(v as f32)
+            }
+        }
+    }
+
+    fn draw(&mut self, b: &Block, end: u64, lifetime: Option<u64>) {
+        if b.addr == 0 || end < self.t0 || b.ts > self.t1 {
+            return;
+        }
+        let Some((y0, y1)) = self.axis.rows(b.addr, b.usable) else { return };
+        let rgb = self.color(b, lifetime);
+        let (x0, x1) = (self.x(b.ts), self.x(end));
+        self.canvas.rect(x0, x1, y0, y1, rgb);
+    }
+}
+
+impl View for Painter<'_> {
+    fn allocation(&mut self, b: &Block) {
+        let col = self.col(b.ts);
+        self.occupancy.event(col, b.size as i64);
+    }
+
+    fn deallocation(&mut self, r: &Release, b: &Block) {
+        self.draw(b, r.ts, Some(r.ts.saturating_sub(b.ts)));
+        let col = self.col(r.ts);
+        self.occupancy.event(col, -(b.size as i64));
+    }
+
+    fn overwritten(&mut self, b: &Block) {
+        self.occupancy.event(None, -(b.size as i64));
+    }
+
+    fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+        let end = self.end_ts;
+        for b in live {
+            self.draw(b, end, None);
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The first pass: what the picture's axes and colours need before a block is drawn (the time
+//! span, the addresses the blocks touch, the bytes per stack for the top functions, the
+//! threads), for the blocks inside the window asked for.
+
+use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::view::{Block, Release, View};
+use rustc_hash::FxHashSet as HashSet;
+
+use crate::axis::GRANULE_SHIFT;
+
+/// The part of the run and of the address space drawn (`None`: all of it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Window {
+    /// From this time, nanoseconds since the first event.
+    pub from_ns: Option<u64>,
+    /// To this time, nanoseconds since the first event.
+    pub to_ns: Option<u64>,
+    /// Addresses `[lo, hi)`.
+    pub addresses: Option<(u64, u64)>,
+}
+
+/// What the first pass found.
+#[derive(Default)]
+pub struct Layout {
+    window: Window,
+    /// The first event's time, `CLOCK_MONOTONIC` ns.
+    pub first_ts: Option<u64>,
+    /// The last event's time.
+    pub last_ts: u64,
+    /// Occupied granules (addresses `>> GRANULE_SHIFT`) of the blocks in the window.
+    pub granules: HashSet<u64>,
+    /// Bytes allocated per stack, by blocks in the window.
+    pub bytes_by_stack: IdMap<u32, u64>,
+    /// Threads in order of their first allocation.
+    pub threads: Vec<u32>,
+    /// The largest share of a block's usable bytes left unrequested.
+    pub max_waste: f64,
+    /// Blocks in the window.
+    pub blocks: u64,
+    thread_seen: HashSet<u32>,
+}
+
+impl Layout {
+    /// A first pass over the blocks in `window`.
+    pub fn new(window: Window) -> Layout {
+        Layout { window, ..Layout::default() }
+    }
+
+    fn seen(&mut self, ts: u64) {
+        self.first_ts.get_or_insert(ts);
+        self.last_ts = self.last_ts.max(ts);
+    }
+
+    /// Whether a block alive over `[from, to)` (ns since the first event) overlaps the window.
+    fn in_window(&self, b: &Block, from: u64, to: u64) -> bool {
+        let w = &self.window;
+        w.from_ns.is_none_or(|f| to >= f)
+            && w.to_ns.is_none_or(|t| from <= t)
+            && w.addresses.is_none_or(|(lo, hi)| b.addr < hi && b.addr.saturating_add(b.usable.max(1)) > lo)
+    }
+
+    fn block(&mut self, b: &Block, end_ts: u64) {
+        let t0 = self.first_ts.unwrap_or(b.ts);
+        if b.addr == 0 || !self.in_window(b, b.ts.saturating_sub(t0), end_ts.saturating_sub(t0)) {
+            return;
+        }
+        self.blocks += 1;
+        let (lo, hi) = match self.window.addresses {
+            Some((lo, hi)) => (b.addr.max(lo), b.addr.saturating_add(b.usable.max(1)).min(hi)),
+            None => (b.addr, b.addr.saturating_add(b.usable.max(1))),
+        };
+        for g in lo >> GRANULE_SHIFT..=(hi - 1) >> GRANULE_SHIFT {
+            self.granules.insert(g);
+        }
+        *self.bytes_by_stack.entry(b.stack).or_default() += b.size;
+        if b.usable > 0 {
+            self.max_waste = self.max_waste.max(b.usable.saturating_sub(b.size) as f64 / b.usable as f64);
+        }
+    }
+}
+
+impl View for Layout {
+    fn allocation(&mut self, b: &Block) {
+        self.seen(b.ts);
+        if self.thread_seen.insert(b.tid) {
+            self.threads.push(b.tid);
+        }
+    }
+
+    fn deallocation(&mut self, r: &Release, b: &Block) {
+        self.seen(r.ts);
+        self.block(b, r.ts);
+    }
+
+    fn unmatched(&mut self, r: &Release) {
+        self.seen(r.ts);
+    }
+
+    fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+        let end = self.last_ts;
+        for b in live {
+            self.block(b, end);
+        }
+    }
+}

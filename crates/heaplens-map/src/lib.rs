@@ -1,0 +1,238 @@
+//! heaplens map: the memory map of Moreta & Telea, "Visualizing Dynamic Memory Allocations"
+//! (reference 003): time on x, address on y, one rectangle per block from its allocation to its
+//! release (or to the end of the trace, for a block live at exit).
+//!
+//! Two passes over the public replay ([`heaplens_interpret::view`]): the first
+//! ([`layout`]) finds the time span, the address ranges the blocks touch (for the compacted
+//! axis, [`axis`]) and the bytes per stack (for the top functions' colours); the second
+//! ([`draw`]) draws each block into a [`canvas::Canvas`] of bias-weighted antialiasing sums
+//! with shaded [`cushion`]s, and follows the bytes in use for the [`occupancy`] bar. Memory is
+//! set by the pixels and the live blocks, not by the trace. The result is a [`scene::Scene`],
+//! written as PNG or SVG.
+
+#![warn(missing_docs)]
+
+pub mod axis;
+pub mod canvas;
+pub mod color;
+mod compose;
+pub mod cushion;
+pub mod draw;
+pub mod layout;
+pub mod occupancy;
+pub mod scene;
+
+use std::path::Path;
+
+use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::load::{LoadError, Trace};
+use heaplens_interpret::paths::{is_library_frame, resolve};
+use heaplens_interpret::view::replay_with_progress;
+
+use crate::axis::AddressAxis;
+use crate::canvas::Canvas;
+use crate::color::{Rgb, PALETTE};
+pub use crate::cushion::Cushion;
+pub use crate::draw::ColorBy;
+use crate::draw::{Painter, Palette};
+use crate::layout::Layout;
+pub use crate::layout::Window;
+
+/// How to draw the map.
+#[derive(Debug, Clone)]
+pub struct MapOptions {
+    /// Columns of the map itself (the picture adds margins, the bar and the legend).
+    pub width: usize,
+    /// Rows of the map itself.
+    pub height: usize,
+    /// The bias of the antialiasing (equation 1), `> 0`; lower shows thin blocks more.
+    pub alpha: f32,
+    /// Antialias (the default); without, a block paints only the pixels whose centres it
+    /// covers, and sub-pixel blocks vanish.
+    pub antialias: bool,
+    /// The blocks' luminance profile.
+    pub cushion: Cushion,
+    /// What colour shows.
+    pub color_by: ColorBy,
+    /// Call sites (or threads) given a colour of their own; the rest are grey.
+    pub top: usize,
+    /// Frames of the program's own code (skipping the standard and C libraries) that name a
+    /// call site for [`ColorBy::Function`]: 2 is the allocating function and its caller.
+    pub depth: usize,
+    /// The part drawn.
+    pub window: Window,
+    /// Progress bars on stderr.
+    pub progress: bool,
+}
+
+impl Default for MapOptions {
+    fn default() -> Self {
+        MapOptions {
+            width: 1200,
+            height: 640,
+            alpha: 0.3,
+            antialias: true,
+            cushion: Cushion::Plateau,
+            color_by: ColorBy::Function,
+            top: 8,
+            depth: 2,
+            window: Window::default(),
+            progress: false,
+        }
+    }
+}
+
+/// Why there is no map.
+#[derive(Debug, thiserror::Error)]
+pub enum MapError {
+    /// The trace could not be read, or has no events (an `--aggregate` recording).
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// No block lies in the window asked for.
+    #[error("no block was allocated in the part of the trace asked for")]
+    Empty,
+}
+
+/// One legend entry: a colour and what it stands for.
+#[derive(Debug, Clone)]
+pub struct LegendEntry {
+    /// The colour.
+    pub rgb: Rgb,
+    /// What it stands for.
+    pub label: String,
+    /// Bytes allocated by the blocks of this colour.
+    pub bytes: u64,
+}
+
+/// A drawn map: the picture, and what a caller may want to say about it.
+pub struct Map {
+    /// The picture.
+    pub scene: scene::Scene,
+    /// Where the map itself sits in the picture: `(left, top, width, height)`.
+    pub area: (usize, usize, usize, usize),
+    /// The colours of [`ColorBy::Function`] and [`ColorBy::Thread`] (empty for the scales).
+    pub legend: Vec<LegendEntry>,
+    /// Blocks drawn.
+    pub blocks: u64,
+    /// The window drawn, `CLOCK_MONOTONIC` ns.
+    pub span: (u64, u64),
+    /// The trace's first event.
+    pub first_ts: u64,
+    /// The compacted address axis.
+    pub axis: AddressAxis,
+    /// The most bytes in use in a column of the occupancy bar.
+    pub peak_bytes: u64,
+    /// What was wrong with the trace (truncated, damaged blocks); empty when it read whole.
+    pub damage: Vec<String>,
+}
+
+/// Draws the map of the trace at `path`.
+///
+/// # Errors
+/// [`MapError::Load`] for an unreadable file, a file that is not a trace, or a trace recorded
+/// with `--aggregate` (no events to draw); [`MapError::Empty`] when no block is in the window.
+pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
+    let mut layout = Layout::new(o.window);
+    let trace = replay_with_progress(path, &mut layout, o.progress)?;
+    let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
+    if layout.blocks == 0 {
+        return Err(MapError::Empty);
+    }
+    let t0 = first_ts + o.window.from_ns.unwrap_or(0);
+    let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
+    let axis = AddressAxis::new(layout.granules.iter().copied().collect(), o.height as f64, 12.0);
+    let (palette, legend) = palette(path, &trace, &layout, o);
+
+    let canvas = Canvas::new(o.width, o.height, o.alpha, o.antialias, o.cushion);
+    let mut painter = Painter::new(canvas, o.width, &axis, &palette, o.color_by, (t0, t1), layout.last_ts);
+    replay_with_progress(path, &mut painter, o.progress)?;
+    let peak_bytes = painter.occupancy.peak();
+    let bar = painter.occupancy.render(compose::BAR_ROWS);
+    let pixels = painter.canvas.finish();
+    let title = format!(
+        "heaplens map: {}",
+        trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.clone())
+    );
+    let (scene, area) = compose::compose(&compose::Parts {
+        title: &title,
+        width: o.width,
+        height: o.height,
+        map: pixels,
+        bar,
+        axis: &axis,
+        span_ns: (t0 - first_ts, t1 - first_ts),
+        peak_bytes,
+        legend: &legend,
+        color_by: o.color_by,
+    });
+    let h = &trace.health;
+    let mut damage = Vec::new();
+    if let Some(at) = h.truncated_at {
+        damage.push(format!("the trace is truncated at byte {at}"));
+    }
+    if h.corrupt_blocks + h.malformed_blocks > 0 {
+        damage.push(format!("{} damaged blocks skipped", h.corrupt_blocks + h.malformed_blocks));
+    }
+    Ok(Map { scene, area, legend, blocks: layout.blocks, span: (t0, t1), first_ts, axis, peak_bytes, damage })
+}
+
+/// The colours of the stacks (top call sites) and threads, and the legend.
+fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Palette, Vec<LegendEntry>) {
+    let mut p = Palette { stacks: IdMap::default(), threads: IdMap::default(), max_waste: layout.max_waste };
+    let mut legend = Vec::new();
+    let top = o.top.min(PALETTE.len());
+    match o.color_by {
+        ColorBy::Function => {
+            let ids: Vec<u32> = layout.bytes_by_stack.keys().copied().collect();
+            let (mut sym, _) = heaplens_interpret::symbolize::for_trace(path, trace);
+            let (frames, paths) = resolve(&trace.stacks, &ids, sym.as_mut(), false);
+            // A call site: the program's own innermost frames, outermost first.
+            let mut site_of: Vec<String> = Vec::with_capacity(ids.len());
+            let mut bytes: rustc_hash::FxHashMap<&str, u64> = Default::default();
+            for (i, id) in ids.iter().enumerate() {
+                let own: Vec<&str> = paths
+                    .get(i)
+                    .iter()
+                    .map(|&s| frames.function_of(s))
+                    .filter(|&f| !is_library_frame(frames.name(f), frames.functions[f as usize].module.as_deref()))
+                    .take(o.depth.max(1))
+                    .map(|f| frames.name(f))
+                    .collect();
+                let site = if own.is_empty() {
+                    paths
+                        .get(i)
+                        .first()
+                        .map_or("<unknown>".to_string(), |&s| frames.name(frames.function_of(s)).to_string())
+                } else {
+                    own.iter().rev().copied().collect::<Vec<_>>().join(" > ")
+                };
+                site_of.push(site);
+                let _ = id;
+            }
+            for (i, id) in ids.iter().enumerate() {
+                *bytes.entry(site_of[i].as_str()).or_default() += layout.bytes_by_stack[id];
+            }
+            let mut ranked: Vec<(&str, u64)> = bytes.into_iter().collect();
+            ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            ranked.truncate(top);
+            for (k, (site, b)) in ranked.iter().enumerate() {
+                legend.push(LegendEntry { rgb: PALETTE[k], label: site.to_string(), bytes: *b });
+            }
+            for (i, id) in ids.iter().enumerate() {
+                if let Some(k) = ranked.iter().position(|(s, _)| *s == site_of[i]) {
+                    p.stacks.insert(*id, PALETTE[k]);
+                }
+            }
+        }
+        ColorBy::Thread => {
+            for (k, tid) in layout.threads.iter().take(top).enumerate() {
+                p.threads.insert(*tid, PALETTE[k]);
+                let name = trace.thread_names.iter().rfind(|n| n.tid == *tid).map(|n| format!(" ({})", n.name));
+                let name = name.unwrap_or_default();
+                legend.push(LegendEntry { rgb: PALETTE[k], label: format!("thread {tid}{name}"), bytes: 0 });
+            }
+        }
+        _ => {}
+    }
+    (p, legend)
+}

@@ -1,0 +1,64 @@
+//! `heaplens map`: the time x address picture of the trace (see `heaplens-map`).
+
+use std::io::{self, BufWriter, IsTerminal, Write};
+
+use anyhow::Context;
+use heaplens_map::{map_file, ColorBy, Cushion, MapOptions, Window};
+
+use crate::{MapArgs, MapColor, MapCushion};
+
+/// Runs `heaplens map`. The output is opened first, so an unwritable path fails before the
+/// trace is read; a failed map leaves no file behind.
+pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
+    let svg = a.output.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    let file = std::fs::File::create(&a.output).with_context(|| format!("cannot write {}", a.output.display()))?;
+    let opts = MapOptions {
+        width: a.width as usize,
+        height: a.height as usize,
+        alpha: a.alpha,
+        antialias: !a.no_antialias,
+        cushion: match a.cushion {
+            MapCushion::None => Cushion::None,
+            MapCushion::Plateau => Cushion::Plateau,
+            MapCushion::Parabolic => Cushion::Parabolic,
+        },
+        color_by: match a.color {
+            MapColor::Function => ColorBy::Function,
+            MapColor::Thread => ColorBy::Thread,
+            MapColor::Size => ColorBy::Size,
+            MapColor::Waste => ColorBy::Waste,
+            MapColor::Lifetime => ColorBy::Lifetime,
+        },
+        top: a.top as usize,
+        depth: a.depth as usize,
+        window: Window { from_ns: a.from, to_ns: a.to, addresses: a.addresses },
+        progress: io::stderr().is_terminal(),
+    };
+    let written = map_file(&a.trace, &opts).map_err(anyhow::Error::from).and_then(|map| {
+        let mut out = BufWriter::new(file);
+        let r = if svg { map.scene.write_svg(&mut out) } else { map.scene.write_png(&mut out) };
+        r.and_then(|()| out.flush()).with_context(|| format!("cannot write {}", a.output.display()))?;
+        Ok(map)
+    });
+    let map = match written {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = std::fs::remove_file(&a.output);
+            return Err(e);
+        }
+    };
+    for d in &map.damage {
+        eprintln!("heaplens: warning: {}: damaged trace, drawn as far as it reads: {d}", a.trace.display());
+    }
+    let (x, y, w, h) = map.area;
+    eprintln!(
+        "heaplens: drew {} blocks over {} address ranges to {} (map at x={x} y={y} w={w} h={h})",
+        map.blocks,
+        map.axis.segments.len(),
+        a.output.display()
+    );
+    for e in &map.legend {
+        eprintln!("heaplens:   {} {}", heaplens_map::color::hex(e.rgb), e.label);
+    }
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! `heaplens map`: pictures checked on their pixels. The widgets example's leaked red widgets
+//! reach the right edge in make_red_widget's colour while the blue ones end before it; a
+//! program of tiny short-lived blocks shows them with antialiasing and loses them without; two
+//! threads' arenas are separate bands of their own colours; bad input fails cleanly.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// A decoded PNG: width, height and RGB pixels.
+struct Image {
+    w: usize,
+    h: usize,
+    px: Vec<u8>,
+}
+
+impl Image {
+    fn load(path: &Path) -> Image {
+        let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).expect("the PNG")));
+        let mut reader = decoder.read_info().expect("a PNG header");
+        let mut px = vec![0; reader.output_buffer_size().expect("buffer size")];
+        let info = reader.next_frame(&mut px).expect("PNG data");
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        Image { w: info.width as usize, h: info.height as usize, px }
+    }
+
+    fn at(&self, x: usize, y: usize) -> [u8; 3] {
+        let i = (y * self.w + x) * 3;
+        [self.px[i], self.px[i + 1], self.px[i + 2]]
+    }
+}
+
+/// `(x, y, w, h)` of the map in the picture.
+type Area = (usize, usize, usize, usize);
+/// Legend entries: colour and label.
+type Legend = Vec<([u8; 3], String)>;
+
+/// The map's area `(x, y, w, h)` and the legend (`#rrggbb`, label) from `heaplens map`'s stderr.
+fn described(stderr: &str) -> (Area, Legend) {
+    let line = stderr.lines().find(|l| l.contains("(map at ")).unwrap_or_else(|| panic!("no map area in\n{stderr}"));
+    let nums: Vec<usize> = line[line.find("(map at ").unwrap()..]
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let legend = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("heaplens:   #"))
+        .map(|l| {
+            let c = |i: usize| u8::from_str_radix(&l[i..i + 2], 16).unwrap();
+            ([c(0), c(2), c(4)], l[7..].to_string())
+        })
+        .collect();
+    ((nums[0], nums[1], nums[2], nums[3]), legend)
+}
+
+fn map(dir: &WorkDir, trace: &Path, out: &str, args: &[&str]) -> (Image, Area, Legend) {
+    let png = dir.join(out);
+    let mut all = vec!["map", trace.to_str().unwrap(), "-o", png.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = heaplens(dir, &all).ok("heaplens map");
+    let (area, legend) = described(&o.stderr);
+    (Image::load(&png), area, legend)
+}
+
+/// Squared distance between colours.
+fn d2(a: [u8; 3], b: [u8; 3]) -> i32 {
+    (0..3).map(|k| (a[k] as i32 - b[k] as i32).pow(2)).sum()
+}
+
+const WHITE: [u8; 3] = [255, 255, 255];
+
+#[test]
+fn widgets_red_ones_reach_the_right_edge_and_blue_ones_do_not() {
+    let dir = WorkDir::new("map-widgets");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("widgets under heaplens");
+    let (img, (x, y, w, h), legend) = map(&dir, &trace, "w.png", &["--color", "function", "--cushion", "none"]);
+    assert_eq!((img.w > x + w, img.h > y + h), (true, true));
+    let colour =
+        |name: &str| legend.iter().find(|(_, l)| l.contains(name)).unwrap_or_else(|| panic!("{name} in {legend:?}")).0;
+    let (red, blue) = (colour("make_red_widget"), colour("make_blue_widget"));
+    // Which of the two a pixel leans to (a blend with the background keeps its hue).
+    let kind = |p: [u8; 3]| {
+        if p == WHITE {
+            0
+        } else if d2(p, red) < d2(p, blue) {
+            1
+        } else {
+            2
+        }
+    };
+    let column = |cx: usize| -> (usize, usize) {
+        let ks: Vec<i32> = (y..y + h).map(|r| kind(img.at(cx, r))).collect();
+        (ks.iter().filter(|&&k| k == 1).count(), ks.iter().filter(|&&k| k == 2).count())
+    };
+    let (reds, blues) = column(x + w - 1);
+    assert!(reds > h / 2, "the last column is mostly red widgets: {reds} of {h}");
+    // Only the blue widgets consumed during the last column's own sliver of time show there.
+    assert!(blues * 50 <= reds, "no blue widget is live at the end: {blues} blue pixels in the last column");
+    let (_, blues_mid) = column(x + w / 2);
+    assert!(blues_mid > h / 4, "blue widgets are there halfway: {blues_mid}");
+}
+
+#[test]
+fn tiny_blocks_show_with_antialiasing_and_vanish_without() {
+    let dir = WorkDir::new("map-tiny");
+    let exe = compile_c(&dir, "tiny_blocks.c", &[]);
+    let trace = dir.join("t.hltrace");
+    run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("tiny_blocks under heaplens");
+    let size = ["--color", "size", "--width", "600", "--height", "300"];
+    // The 24-byte blocks are blue on the size scale, the 100000-byte ones orange.
+    let bluest_row = |img: &Image, (x, y, w, h): Area| -> usize {
+        (y..y + h)
+            .map(|r| {
+                (x..x + w)
+                    .filter(|&c| {
+                        let p = img.at(c, r);
+                        p[2] as i32 > p[0] as i32 + 40
+                    })
+                    .count()
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let (aa, area, _) = map(&dir, &trace, "aa.png", &size);
+    let mut naive_args = size.to_vec();
+    naive_args.push("--no-antialias");
+    let (naive, area2, _) = map(&dir, &trace, "naive.png", &naive_args);
+    assert_eq!(area, area2);
+    let (shown, lost) = (bluest_row(&aa, area), bluest_row(&naive, area));
+    assert!(
+        shown > area.2 / 2,
+        "with antialiasing the tiny blocks' row shows across the run: {shown} of {} columns",
+        area.2
+    );
+    assert_eq!(lost, 0, "drawn naively, blocks smaller than a pixel vanish");
+}
+
+#[test]
+fn two_threads_arenas_are_bands_of_their_colours() {
+    let dir = WorkDir::new("map-threads");
+    let exe = compile(&dir, "g++", "../bench/workloads/churn.cpp", "churn", &["-O2", "-g", "-lpthread"]);
+    let trace = dir.join("c.hltrace");
+    run_traced(&dir, &trace, &exe, &["2", "100000"]).ok("churn under heaplens");
+    let (img, (x, y, w, h), legend) = map(&dir, &trace, "c.png", &["--color", "thread", "--cushion", "none"]);
+    let out = heaplens(&dir, &["map", trace.to_str().unwrap(), "-o", dir.join("c2.png").to_str().unwrap()]).ok("map");
+    let ranges: usize = out
+        .stderr
+        .split(" over ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(ranges >= 3, "the main heap and two thread arenas are separate ranges: {}", out.stderr);
+    // The two workers (the threads after main) each own rows the other never touches.
+    let workers: Vec<[u8; 3]> = legend.iter().skip(1).map(|(c, _)| *c).take(2).collect();
+    assert_eq!(workers.len(), 2, "{legend:?}");
+    let rows_of = |c: [u8; 3]| -> Vec<usize> {
+        (y..y + h)
+            .filter(|&r| (x..x + w).any(|col| img.at(col, r) != WHITE && d2(img.at(col, r), c) < 40 * 40))
+            .collect()
+    };
+    let (a, b) = (rows_of(workers[0]), rows_of(workers[1]));
+    assert!(a.len() > 20 && b.len() > 20, "both workers drawn: {} and {} rows", a.len(), b.len());
+    let shared = a.iter().filter(|r| b.contains(r)).count();
+    assert!(shared * 10 < a.len().min(b.len()), "the workers' arenas are apart: {shared} rows shared");
+}
+
+#[test]
+fn svg_output_and_bad_input() {
+    let dir = WorkDir::new("map-bad");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    run_traced(&dir, &trace, &exe, &["200"]).ok("widgets");
+    // SVG: parses as XML, embeds the map, and names the call sites.
+    let svg = dir.join("w.svg");
+    heaplens(&dir, &["map", trace.to_str().unwrap(), "-o", svg.to_str().unwrap()]).ok("map to SVG");
+    let script = "import sys, xml.etree.ElementTree as E\nr = E.parse(sys.argv[1]).getroot()\nns = '{http://www.w3.org/2000/svg}'\nprint(len(r.findall(ns + 'image')))\nprint(' '.join(t.text or '' for t in r.iter(ns + 'text')))";
+    let mut py = std::process::Command::new("python3");
+    py.args(["-c", script]).arg(&svg);
+    let o = run_cmd(py, &dir.path).ok("python3 parses the SVG");
+    let mut lines = o.stdout.lines();
+    assert_eq!(lines.next(), Some("2"), "the map and the occupancy bar");
+    assert!(lines.next().unwrap().contains("make_red_widget > make_widget"), "{}", o.stdout);
+
+    // An aggregated trace has no events to draw.
+    let agg = dir.join("agg.hltrace");
+    let args = [
+        "run".as_ref(),
+        "--aggregate".as_ref(),
+        "-o".as_ref(),
+        agg.as_os_str(),
+        "--".as_ref(),
+        exe.as_os_str(),
+        "50".as_ref(),
+    ];
+    heaplens(&dir, &args).ok("--aggregate");
+    let out = dir.join("agg.png");
+    let o = heaplens(&dir, &["map", agg.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_one_line_error(&o, "map of an aggregated trace");
+    assert!(o.stderr.contains("aggregate"), "{}", o.stderr);
+    assert!(!out.exists(), "no picture is left behind");
+    // An unwritable output, and a missing trace.
+    let o = heaplens(&dir, &["map", trace.to_str().unwrap(), "-o", "/nonexistent-dir/m.png"]);
+    assert_one_line_error(&o, "unwritable output");
+    let o = heaplens(&dir, &["map", "/nonexistent.hltrace", "-o", dir.join("m.png").to_str().unwrap()]);
+    assert_one_line_error(&o, "missing trace");
+    // An empty window.
+    let o = heaplens(
+        &dir,
+        &["map", trace.to_str().unwrap(), "-o", dir.join("e.png").to_str().unwrap(), "--addresses", "0x10-0x20"],
+    );
+    assert_one_line_error(&o, "empty window");
+}
