@@ -162,3 +162,89 @@ pub fn human_ns(ns: u64) -> String {
         n => format!("{:.2} s", n as f64 / 1e9),
     }
 }
+
+/// What the timeline picture is made of.
+pub struct TimelineParts<'a> {
+    pub title: &'a str,
+    pub width: usize,
+    pub height: usize,
+    /// Per column, bytes in use per site (the rest last).
+    pub columns: &'a [Vec<i64>],
+    /// The sites' labels, heaviest first.
+    pub labels: &'a [String],
+    /// The peak: bytes, its column, its time (ns since the first event), and its split.
+    pub peak: (i64, usize, u64),
+    pub at_peak: &'a [i64],
+    pub span_ns: (u64, u64),
+}
+
+/// The timeline: stacked bytes in use over time, the peak marked, its holders in the legend.
+pub fn compose_timeline(p: &TimelineParts<'_>) -> (Scene, (usize, usize, usize, usize)) {
+    let (w, h) = (p.width, p.height);
+    let peak = p.peak.0.max(1) as f64;
+    let colour = |k: usize| to_u8(if k < p.labels.len() { crate::color::PALETTE[k] } else { crate::color::OTHER });
+    let mut px = vec![[255u8; 3]; w * h];
+    for (c, split) in p.columns.iter().enumerate().take(w) {
+        let mut y = 0.0;
+        for (k, &b) in split.iter().enumerate() {
+            let top = y + b.max(0) as f64 / peak * (h as f64 - 1.0);
+            for r in (y.round() as usize)..(top.round() as usize).min(h) {
+                px[(h - 1 - r) * w + c] = colour(k);
+            }
+            y = top;
+        }
+    }
+    for r in 0..h {
+        px[r * w + p.peak.1.min(w - 1)] = INK;
+    }
+    let axis_top = TOP + h + 4;
+    let mut s = Scene { width: LEFT + w + 16 + LEGEND_WIDTH, height: axis_top + 40, items: Vec::new() };
+    let it = &mut s.items;
+    it.push(Item::Text { x: 8, y: 8, scale: 2, rgb: INK, text: p.title.to_string() });
+    it.push(Item::Rect { x: LEFT - 1, y: TOP - 1, w: w + 2, h: h + 2, rgb: FAINT });
+    it.push(Item::Bitmap { x: LEFT, y: TOP, w, h, pixels: px });
+    for k in 0..=4 {
+        let y = TOP + h - 1 - (h - 1) * k / 4;
+        it.push(Item::Rect { x: LEFT - 6, y, w: 5, h: 1, rgb: INK });
+        let label = human_bytes(p.peak.0.max(0) as u64 * k as u64 / 4);
+        it.push(text(LEFT - 8 - label.len() * 8, y.saturating_sub(4), label));
+    }
+    let (from, to) = p.span_ns;
+    for k in 0..=4 {
+        let x = LEFT + (w - 1) * k / 4;
+        it.push(Item::Rect { x, y: axis_top - 3, w: 1, h: 5, rgb: INK });
+        let label = human_ns(from + (to - from) * k as u64 / 4);
+        let lx = x.saturating_sub(if k == 4 {
+            label.len() * 8
+        } else if k == 0 {
+            0
+        } else {
+            label.len() * 4
+        });
+        it.push(text(lx, axis_top + 5, label));
+    }
+    it.push(text(LEFT, axis_top + 20, "time since the first event"));
+    let peak_label = format!("peak {} at {}", human_bytes(p.peak.0.max(0) as u64), human_ns(p.peak.2));
+    let px_x = LEFT + p.peak.1.min(w - 1);
+    let lx = if px_x + 8 + peak_label.len() * 8 < LEFT + w {
+        px_x + 4
+    } else {
+        px_x.saturating_sub(4 + peak_label.len() * 8)
+    };
+    it.push(Item::Text { x: lx, y: TOP + 4, scale: 1, rgb: INK, text: peak_label });
+
+    let lx = LEFT + w + 16;
+    it.push(text(lx, TOP, "bytes in use by call site, at the peak:"));
+    let mut y = TOP + 16;
+    let mut rows: Vec<(usize, i64)> = p.at_peak.iter().copied().enumerate().collect();
+    rows.sort_by(|a, b| b.1.cmp(&a.1));
+    for (k, b) in rows {
+        let label = if k < p.labels.len() { p.labels[k].clone() } else { "the rest".to_string() };
+        it.push(Item::Rect { x: lx, y, w: 12, h: 12, rgb: colour(k) });
+        let label = if label.len() > 44 { format!("...{}", &label[label.len() - 41..]) } else { label };
+        it.push(text(lx + 18, y + 2, label));
+        it.push(Item::Text { x: lx + 18, y: y + 12, scale: 1, rgb: FAINT, text: human_bytes(b.max(0) as u64) });
+        y += 28;
+    }
+    (s, (LEFT, TOP, w, h))
+}

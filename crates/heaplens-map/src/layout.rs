@@ -30,7 +30,9 @@ pub struct Layout {
     /// Occupied granules (addresses `>> GRANULE_SHIFT`) of the blocks in the window.
     pub granules: HashSet<u64>,
     /// Bytes allocated per stack, by blocks in the window.
-    pub bytes_by_stack: IdMap<u32, u64>,
+    pub bytes_by_stack: IdMap<u32, f64>,
+    /// Bytes held over time per stack (bytes x nanoseconds alive within the window).
+    pub byte_ns_by_stack: IdMap<u32, f64>,
     /// Threads in order of their first allocation.
     pub threads: Vec<u32>,
     /// The largest share of a block's usable bytes left unrequested.
@@ -72,7 +74,12 @@ impl Layout {
         for g in lo >> GRANULE_SHIFT..=(hi - 1) >> GRANULE_SHIFT {
             self.granules.insert(g);
         }
-        *self.bytes_by_stack.entry(b.stack).or_default() += b.size;
+        *self.bytes_by_stack.entry(b.stack).or_default() += b.size as f64;
+        let (from, to) = (
+            self.window.from_ns.map_or(b.ts, |f| b.ts.max(t0 + f)),
+            self.window.to_ns.map_or(end_ts, |t| end_ts.min(t0 + t)),
+        );
+        *self.byte_ns_by_stack.entry(b.stack).or_default() += b.size as f64 * to.saturating_sub(from) as f64;
         if b.usable > 0 {
             self.max_waste = self.max_waste.max(b.usable.saturating_sub(b.size) as f64 / b.usable as f64);
         }

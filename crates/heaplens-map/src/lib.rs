@@ -21,12 +21,13 @@ pub mod draw;
 pub mod layout;
 pub mod occupancy;
 pub mod scene;
+pub mod sites;
+pub mod timeline;
 
 use std::path::Path;
 
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::load::{LoadError, Trace};
-use heaplens_interpret::paths::{is_library_frame, resolve};
 use heaplens_interpret::view::replay_with_progress;
 
 use crate::axis::AddressAxis;
@@ -165,6 +166,72 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
         legend: &legend,
         color_by: o.color_by,
     });
+    let damage = damage(&trace);
+    Ok(Map { scene, area, legend, blocks: layout.blocks, span: (t0, t1), first_ts, axis, peak_bytes, damage })
+}
+
+/// A drawn timeline.
+pub struct TimelinePicture {
+    /// The picture.
+    pub scene: scene::Scene,
+    /// Where the chart sits in the picture: `(left, top, width, height)`.
+    pub area: (usize, usize, usize, usize),
+    /// The highest bytes in use and when, ns since the first event.
+    pub peak: (u64, u64),
+    /// The holders at the peak: call site (`None`: the rest) and bytes, most first.
+    pub at_peak: Vec<(Option<String>, u64)>,
+    /// What was wrong with the trace; empty when it read whole.
+    pub damage: Vec<String>,
+}
+
+/// Draws bytes in use over time for the trace at `path`, stacked by the `o.top` call sites
+/// holding the most bytes over time (bytes x nanoseconds). Uses `width`, `height`, `top`,
+/// `depth`, `window` (its time part) and `progress` of `o`.
+///
+/// # Errors
+/// As [`map_file`].
+pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, MapError> {
+    let mut layout = Layout::new(Window { addresses: None, ..o.window });
+    let trace = replay_with_progress(path, &mut layout, o.progress)?;
+    let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
+    if layout.blocks == 0 {
+        return Err(MapError::Empty);
+    }
+    let t0 = first_ts + o.window.from_ns.unwrap_or(0);
+    let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
+    let s = sites::sites(path, &trace, &layout.byte_ns_by_stack, o.depth, o.top.min(PALETTE.len()));
+    let mut tl = timeline::Timeline::new(&s.of_stack, s.top.len(), o.width, (t0, t1));
+    replay_with_progress(path, &mut tl, o.progress)?;
+    let labels: Vec<String> = s.top.iter().map(|(l, _)| l.clone()).collect();
+    let peak_col = (((tl.peak.1 - t0) as f64 / (t1 - t0) as f64 * o.width as f64) as usize).min(o.width - 1);
+    let title = format!(
+        "heaplens timeline: {}",
+        trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.clone())
+    );
+    let (scene, area) = compose::compose_timeline(&compose::TimelineParts {
+        title: &title,
+        width: o.width,
+        height: o.height,
+        columns: &tl.columns(),
+        labels: &labels,
+        peak: (tl.peak.0, peak_col, tl.peak.1 - first_ts),
+        at_peak: &tl.at_peak,
+        span_ns: (t0 - first_ts, t1 - first_ts),
+    });
+    let mut at_peak: Vec<(Option<String>, u64)> =
+        tl.at_peak.iter().enumerate().map(|(k, &b)| (labels.get(k).cloned(), b.max(0) as u64)).collect();
+    at_peak.sort_by(|a, b| b.1.cmp(&a.1));
+    Ok(TimelinePicture {
+        scene,
+        area,
+        peak: (tl.peak.0.max(0) as u64, tl.peak.1 - first_ts),
+        at_peak,
+        damage: damage(&trace),
+    })
+}
+
+/// What was wrong with the trace, as warnings.
+fn damage(trace: &Trace) -> Vec<String> {
     let h = &trace.health;
     let mut damage = Vec::new();
     if let Some(at) = h.truncated_at {
@@ -173,7 +240,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     if h.corrupt_blocks + h.malformed_blocks > 0 {
         damage.push(format!("{} damaged blocks skipped", h.corrupt_blocks + h.malformed_blocks));
     }
-    Ok(Map { scene, area, legend, blocks: layout.blocks, span: (t0, t1), first_ts, axis, peak_bytes, damage })
+    damage
 }
 
 /// The colours of the stacks (top call sites) and threads, and the legend.
@@ -183,45 +250,12 @@ fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Pale
     let top = o.top.min(PALETTE.len());
     match o.color_by {
         ColorBy::Function => {
-            let ids: Vec<u32> = layout.bytes_by_stack.keys().copied().collect();
-            let (mut sym, _) = heaplens_interpret::symbolize::for_trace(path, trace);
-            let (frames, paths) = resolve(&trace.stacks, &ids, sym.as_mut(), false);
-            // A call site: the program's own innermost frames, outermost first.
-            let mut site_of: Vec<String> = Vec::with_capacity(ids.len());
-            let mut bytes: rustc_hash::FxHashMap<&str, u64> = Default::default();
-            for (i, id) in ids.iter().enumerate() {
-                let own: Vec<&str> = paths
-                    .get(i)
-                    .iter()
-                    .map(|&s| frames.function_of(s))
-                    .filter(|&f| !is_library_frame(frames.name(f), frames.functions[f as usize].module.as_deref()))
-                    .take(o.depth.max(1))
-                    .map(|f| frames.name(f))
-                    .collect();
-                let site = if own.is_empty() {
-                    paths
-                        .get(i)
-                        .first()
-                        .map_or("<unknown>".to_string(), |&s| frames.name(frames.function_of(s)).to_string())
-                } else {
-                    own.iter().rev().copied().collect::<Vec<_>>().join(" > ")
-                };
-                site_of.push(site);
-                let _ = id;
+            let s = sites::sites(path, trace, &layout.bytes_by_stack, o.depth, top);
+            for (k, (label, bytes)) in s.top.iter().enumerate() {
+                legend.push(LegendEntry { rgb: PALETTE[k], label: label.clone(), bytes: *bytes as u64 });
             }
-            for (i, id) in ids.iter().enumerate() {
-                *bytes.entry(site_of[i].as_str()).or_default() += layout.bytes_by_stack[id];
-            }
-            let mut ranked: Vec<(&str, u64)> = bytes.into_iter().collect();
-            ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-            ranked.truncate(top);
-            for (k, (site, b)) in ranked.iter().enumerate() {
-                legend.push(LegendEntry { rgb: PALETTE[k], label: site.to_string(), bytes: *b });
-            }
-            for (i, id) in ids.iter().enumerate() {
-                if let Some(k) = ranked.iter().position(|(s, _)| *s == site_of[i]) {
-                    p.stacks.insert(*id, PALETTE[k]);
-                }
+            for (stack, k) in s.of_stack.iter() {
+                p.stacks.insert(*stack, PALETTE[*k]);
             }
         }
         ColorBy::Thread => {

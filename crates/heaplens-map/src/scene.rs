@@ -87,6 +87,8 @@ impl Scene {
                 }
                 Item::Text { x, y, scale, rgb, text } => {
                     use font8x8::UnicodeFonts;
+                    // The 8x8 font has no ellipsis (elided template arguments).
+                    let text = text.replace('…', "...");
                     for (i, ch) in text.chars().enumerate() {
                         let glyph =
                             font8x8::BASIC_FONTS.get(ch).or_else(|| font8x8::BASIC_FONTS.get('?')).unwrap_or([0; 8]);

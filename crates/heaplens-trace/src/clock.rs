@@ -108,7 +108,9 @@ impl TimeMap {
     /// `CLOCK_MONOTONIC` nanoseconds of event timestamp `ts` (never decreasing in `ts`).
     #[inline]
     pub fn to_ns(&self, ts: u64) -> u64 {
-        let d = (ts as i128 - self.ticks0 as i128) as f64 * self.ns_per_tick;
+        // Ticks within 2^63 of the first sync point: the difference fits an i64, whose
+        // conversion to f64 is one instruction (i128's is a library call, 8% of a map's time).
+        let d = (ts as i64).wrapping_sub(self.ticks0 as i64) as f64 * self.ns_per_tick;
         (self.ns0 as f64 + d).max(0.0) as u64
     }
 }

@@ -11,6 +11,7 @@ mod map;
 mod report;
 mod run;
 mod snapshot;
+mod timeline;
 
 /// Heap allocation profiler for native programs on Linux.
 ///
@@ -37,6 +38,9 @@ enum Command {
     /// allocation to its release, coloured by call site, thread, size, waste or lifetime, with
     /// the bytes in use below (PNG or SVG).
     Map(MapArgs),
+    /// Draw bytes in use over time, stacked by the call sites holding the most, with the peak
+    /// marked and its holders named (PNG or SVG).
+    Timeline(TimelineArgs),
     /// Ask a program running under `heaplens run --aggregate` to write a snapshot of its
     /// counters into its trace now (then `heaplens report` the trace while it runs).
     Snapshot(SnapshotArgs),
@@ -202,6 +206,34 @@ pub struct MapArgs {
     pub addresses: Option<(u64, u64)>,
 }
 
+/// Arguments of `heaplens timeline`.
+#[derive(Args, Debug)]
+pub struct TimelineArgs {
+    /// The trace file written by `heaplens run`.
+    pub trace: PathBuf,
+    /// The picture to write: `.png` or `.svg`.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Call sites stacked on their own (those holding the most bytes over time), at most 10.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10))]
+    pub top: u64,
+    /// Frames of the program's own code that name a call site (1: the allocating function).
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub depth: u64,
+    /// Columns of the chart (time).
+    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u64).range(64..=16384))]
+    pub width: u64,
+    /// Rows of the chart (bytes).
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(64..=16384))]
+    pub height: u64,
+    /// Start of the time window, since the first event (`250ms`, `1.5s`, or ns).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub from: Option<u64>,
+    /// End of the time window, since the first event.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub to: Option<u64>,
+}
+
 /// What the map's colour shows.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MapColor {
@@ -333,6 +365,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Map(a) => map::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -216,3 +216,40 @@ fn svg_output_and_bad_input() {
     );
     assert_one_line_error(&o, "empty window");
 }
+
+/// `heaplens timeline` on widgets: the peak is every widget made (they are all made before the
+/// first is consumed), held by the red and blue widgets' call sites in the program's counts.
+#[test]
+fn timeline_peak_and_its_holders_match_the_program() {
+    let dir = WorkDir::new("timeline");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("widgets under heaplens");
+    let t = truth(&out.stdout, "widgets");
+    let (made, red, blue, size) = (num(&t, "made"), num(&t, "red"), num(&t, "blue"), num(&t, "size"));
+    for file in ["t.png", "t.svg"] {
+        let o = heaplens(&dir, &["timeline", trace.to_str().unwrap(), "-o", dir.join(file).to_str().unwrap()])
+            .ok("timeline");
+        let peak: u64 =
+            o.stderr.split("peak ").nth(1).and_then(|s| s.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+        assert_eq!(peak, made * size, "{}", o.stderr);
+        let held = |site: &str| -> u64 {
+            o.stderr
+                .lines()
+                .find(|l| l.ends_with(site))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        assert_eq!(held("make_red_widget > make_widget"), red * size, "{}", o.stderr);
+        assert_eq!(held("make_blue_widget > make_widget"), blue * size, "{}", o.stderr);
+    }
+    // The chart's first column is empty, its peak column full to the top.
+    let png = Image::load(&dir.join("t.png"));
+    let o =
+        heaplens(&dir, &["timeline", trace.to_str().unwrap(), "-o", dir.join("t.png").to_str().unwrap()]).ok("again");
+    let (x, y, w, h) = described(&o.stderr.replace("chart at", "map at")).0;
+    let filled = |c: usize| (y..y + h).filter(|&r| png.at(c, r) != WHITE).count();
+    assert!(filled(x) < h / 20, "nothing is in use at the start");
+    assert!((x..x + w).any(|c| filled(c) >= h - 2), "the peak reaches the top");
+}
