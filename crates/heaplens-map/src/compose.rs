@@ -237,7 +237,7 @@ pub fn compose_timeline(p: &TimelineParts<'_>) -> (Scene, (usize, usize, usize, 
     it.push(text(lx, TOP, "bytes in use by call site, at the peak:"));
     let mut y = TOP + 16;
     let mut rows: Vec<(usize, i64)> = p.at_peak.iter().copied().enumerate().collect();
-    rows.sort_by(|a, b| b.1.cmp(&a.1));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1));
     for (k, b) in rows {
         let label = if k < p.labels.len() { p.labels[k].clone() } else { "the rest".to_string() };
         it.push(Item::Rect { x: lx, y, w: 12, h: 12, rgb: colour(k) });

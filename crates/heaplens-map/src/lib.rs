@@ -220,7 +220,7 @@ pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, Map
     });
     let mut at_peak: Vec<(Option<String>, u64)> =
         tl.at_peak.iter().enumerate().map(|(k, &b)| (labels.get(k).cloned(), b.max(0) as u64)).collect();
-    at_peak.sort_by(|a, b| b.1.cmp(&a.1));
+    at_peak.sort_by_key(|r| std::cmp::Reverse(r.1));
     Ok(TimelinePicture {
         scene,
         area,
