@@ -79,6 +79,12 @@ impl AddressAxis {
         AddressAxis { segments }
     }
 
+    /// The index of the segment holding `addr`.
+    pub fn segment(&self, addr: u64) -> Option<usize> {
+        let i = self.segments.partition_point(|s| s.hi <= addr);
+        self.segments.get(i).filter(|s| s.lo <= addr).map(|_| i)
+    }
+
     /// The rows `[y0, y1)` of the block `[addr, addr + size)`, or `None` off the axis.
     pub fn rows(&self, addr: u64, size: u64) -> Option<(f64, f64)> {
         let i = self.segments.partition_point(|s| s.hi <= addr);

@@ -2,6 +2,7 @@
 //! the occupancy bar and the time axis below, the legend on the right.
 
 use crate::axis::AddressAxis;
+use crate::bins::Align;
 use crate::color::{blue_to_red, to_u8};
 use crate::draw::ColorBy;
 use crate::scene::{Item, Scene};
@@ -17,16 +18,33 @@ const INK: [u8; 3] = [30, 30, 30];
 const FAINT: [u8; 3] = [110, 110, 110];
 const BAND: [u8; 3] = [225, 225, 225];
 
+/// Rows between two views (room for the next view's label).
+pub const VIEW_GAP: usize = 16;
+/// Rows of a view's own occupancy bar.
+pub const VIEW_BAR_ROWS: usize = 5;
+
+/// One view of the map.
+pub struct ViewPart {
+    /// What it shows (a size class, an address range); `None` for the only view.
+    pub label: Option<String>,
+    /// Its pixels, rows top first.
+    pub pixels: Vec<[u8; 3]>,
+    /// Its address axis.
+    pub axis: AddressAxis,
+    /// Its own occupancy bar, with several views.
+    pub bar: Option<Vec<[u8; 3]>>,
+}
+
 /// What the picture is made of.
 pub struct Parts<'a> {
     pub title: &'a str,
-    pub width: usize,
-    pub height: usize,
-    /// The map's pixels, rows top first.
-    pub map: Vec<[u8; 3]>,
-    /// The occupancy bar's pixels.
+    /// Each view's columns and rows.
+    pub view_size: (usize, usize),
+    pub views: &'a [ViewPart],
+    pub align: Align,
+    /// The whole picture's occupancy bar, `bar_width` columns.
     pub bar: Vec<[u8; 3]>,
-    pub axis: &'a AddressAxis,
+    pub bar_width: usize,
     /// The window, ns since the first event.
     pub span_ns: (u64, u64),
     pub peak_bytes: u64,
@@ -38,65 +56,116 @@ fn text(x: usize, y: usize, s: impl Into<String>) -> Item {
     Item::Text { x, y, scale: 1, rgb: INK, text: s.into() }
 }
 
-/// The picture, and where the map sits in it (`left, top, width, height`).
-pub fn compose(p: &Parts<'_>) -> (Scene, (usize, usize, usize, usize)) {
-    let (w, h) = (p.width, p.height);
-    let bar_top = TOP + h + 6;
-    let mut s = Scene { width: LEFT + w + 16 + LEGEND_WIDTH, height: bar_top + BAR_ROWS + 40, items: Vec::new() };
-    let it = &mut s.items;
-    it.push(Item::Text { x: 8, y: 8, scale: 2, rgb: INK, text: p.title.to_string() });
-    // A frame around the map and the bar.
-    it.push(Item::Rect { x: LEFT - 1, y: TOP - 1, w: w + 2, h: h + 2, rgb: FAINT });
-    it.push(Item::Bitmap { x: LEFT, y: TOP, w, h, pixels: p.map.clone() });
-    it.push(Item::Rect { x: LEFT - 1, y: bar_top - 1, w: w + 2, h: BAR_ROWS + 2, rgb: FAINT });
-    it.push(Item::Bitmap { x: LEFT, y: bar_top, w, h: BAR_ROWS, pixels: p.bar.clone() });
-
-    // The address axis: each segment's first address at its foot, the cut gaps as bands.
-    let row = |y: f64| TOP + h - (y.round() as usize).min(h);
-    for (i, seg) in p.axis.segments.iter().enumerate() {
-        it.push(text(4, row(seg.y0).saturating_sub(9), format!("{:#x}", seg.lo)));
-        if seg.y1 - seg.y0 >= 30.0 {
-            it.push(Item::Text { x: 4, y: row(seg.y1) + 2, scale: 1, rgb: FAINT, text: format!("{:#x}", seg.hi) });
-        }
-        if let Some(next) = p.axis.segments.get(i + 1) {
-            let (top, bottom) = (row(next.y0), row(seg.y1));
-            it.push(Item::Rect { x: LEFT, y: top, w, h: bottom.saturating_sub(top).max(1), rgb: BAND });
-            let gap = next.lo - seg.hi;
-            it.push(Item::Text {
-                x: LEFT + 4,
-                y: top.saturating_sub(1),
-                scale: 1,
-                rgb: FAINT,
-                text: format!("{} cut", human_bytes(gap)),
-            });
-        }
-    }
-
-    // Below: bytes in use, then the time axis.
-    it.push(text(4, bar_top + 5, "bytes in use"));
-    let (from, to) = p.span_ns;
-    for k in 0..=4 {
-        let x = LEFT + (w - 1) * k / 4;
-        it.push(Item::Rect { x, y: bar_top + BAR_ROWS + 1, w: 1, h: 5, rgb: INK });
-        let label = human_ns(from + (to - from) * k as u64 / 4);
-        let lx = x.saturating_sub(if k == 4 {
+/// The time axis under `[x, x + w)`: ticks and labels at `y`.
+fn time_axis(it: &mut Vec<Item>, x: usize, w: usize, y: usize, (from, to): (u64, u64), ticks: usize) {
+    for k in 0..=ticks {
+        let tx = x + (w - 1) * k / ticks;
+        it.push(Item::Rect { x: tx, y, w: 1, h: 5, rgb: INK });
+        let label = human_ns(from + (to - from) * k as u64 / ticks as u64);
+        let lx = tx.saturating_sub(if k == ticks {
             label.len() * 8
         } else if k == 0 {
             0
         } else {
             label.len() * 4
         });
-        it.push(text(lx, bar_top + BAR_ROWS + 9, label));
+        it.push(text(lx, y + 8, label));
     }
+}
+
+/// The address labels of `axis` for a view whose rows `[top, top + h)` are on the picture, in
+/// the left margin, and its cut gaps as bands across `[x, x + w)`.
+fn address_axis(it: &mut Vec<Item>, axis: &AddressAxis, x: usize, w: usize, top: usize, h: usize, labels: bool) {
+    let row = |y: f64| top + h - (y.round() as usize).min(h);
+    for (i, seg) in axis.segments.iter().enumerate() {
+        if labels {
+            it.push(text(4, row(seg.y0).saturating_sub(9), format!("{:#x}", seg.lo)));
+            if seg.y1 - seg.y0 >= 30.0 {
+                it.push(Item::Text { x: 4, y: row(seg.y1) + 2, scale: 1, rgb: FAINT, text: format!("{:#x}", seg.hi) });
+            }
+        }
+        if let Some(next) = axis.segments.get(i + 1) {
+            let (band_top, bottom) = (row(next.y0), row(seg.y1));
+            it.push(Item::Rect { x, y: band_top, w, h: bottom.saturating_sub(band_top).max(1), rgb: BAND });
+            it.push(Item::Text {
+                x: x + 4,
+                y: band_top.saturating_sub(1),
+                scale: 1,
+                rgb: FAINT,
+                text: format!("{} cut", human_bytes(next.lo - seg.hi)),
+            });
+        }
+    }
+}
+
+/// The picture, and where the views sit in it (`left, top, width, height` of their box).
+pub fn compose(p: &Parts<'_>) -> (Scene, (usize, usize, usize, usize)) {
+    let (vw, vh) = p.view_size;
+    let n = p.views.len();
+    let label_h = if n > 1 { 12 } else { 0 };
+    let vbar_h = if n > 1 { VIEW_BAR_ROWS + 3 } else { 0 };
+    let (box_w, box_h) = match p.align {
+        Align::Time => (vw, n * (label_h + vh + vbar_h) + (n - 1) * (VIEW_GAP - label_h.min(VIEW_GAP))),
+        Align::Address => (p.bar_width, label_h + vh + vbar_h + if n > 1 { 10 } else { 0 }),
+    };
+    let bar_top = TOP + box_h + 6;
+    let mut s = Scene {
+        width: LEFT + box_w.max(p.bar_width) + 16 + LEGEND_WIDTH,
+        height: bar_top + BAR_ROWS + 40,
+        items: Vec::new(),
+    };
+    let it = &mut s.items;
+    it.push(Item::Text { x: 8, y: 8, scale: 2, rgb: INK, text: p.title.to_string() });
+    for (i, v) in p.views.iter().enumerate() {
+        let (x, y) = match p.align {
+            Align::Time => (LEFT, TOP + i * (label_h + vh + vbar_h + VIEW_GAP - label_h.min(VIEW_GAP))),
+            Align::Address => (LEFT + i * (vw + VIEW_GAP), TOP),
+        };
+        if let Some(l) = &v.label {
+            it.push(text(x, y, l.clone()));
+        }
+        let y = y + label_h;
+        it.push(Item::Rect { x: x - 1, y: y - 1, w: vw + 2, h: vh + 2, rgb: FAINT });
+        it.push(Item::Bitmap { x, y, w: vw, h: vh, pixels: v.pixels.clone() });
+        address_axis(it, &v.axis, x, vw, y, vh, p.align == Align::Time || i == 0);
+        if let Some(bar) = &v.bar {
+            it.push(Item::Bitmap { x, y: y + vh + 2, w: vw, h: VIEW_BAR_ROWS, pixels: bar.clone() });
+        }
+        if p.align == Align::Address && n > 1 {
+            let (from, to) = p.span_ns;
+            it.push(Item::Text {
+                x,
+                y: y + vh + vbar_h,
+                scale: 1,
+                rgb: FAINT,
+                text: format!("{}-{}", human_ns(from), human_ns(to)),
+            });
+        }
+    }
+
+    // Below: bytes in use, then the time axis (side by side, each view has its own).
+    let bar_w = if p.align == Align::Address { p.bar_width } else { vw };
+    if p.align == Align::Time || n == 1 {
+        it.push(Item::Rect { x: LEFT - 1, y: bar_top - 1, w: bar_w + 2, h: BAR_ROWS + 2, rgb: FAINT });
+        it.push(Item::Bitmap { x: LEFT, y: bar_top, w: bar_w, h: BAR_ROWS, pixels: p.bar.clone() });
+        it.push(text(4, bar_top + 5, "bytes in use"));
+        time_axis(it, LEFT, bar_w, bar_top + BAR_ROWS + 1, p.span_ns, 4);
+    }
+    let note = if n > 1 { "each view's bar: its bytes in use; " } else { "" };
     it.push(text(
         LEFT,
         bar_top + BAR_ROWS + 24,
-        format!("time since the first event; peak {} in use", human_bytes(p.peak_bytes)),
+        format!("{note}time since the first event; peak {} in use", human_bytes(p.peak_bytes)),
     ));
 
     // The legend.
-    let lx = LEFT + w + 16;
-    let what = match p.color_by {
+    let lx = LEFT + box_w.max(bar_w) + 16;
+    legend(it, lx, p.legend, p.color_by);
+    (s, (LEFT, TOP, box_w, box_h))
+}
+
+fn legend(it: &mut Vec<Item>, lx: usize, entries: &[LegendEntry], color_by: ColorBy) {
+    let what = match color_by {
         ColorBy::Function => "colour: call site (bytes allocated)",
         ColorBy::Thread => "colour: thread",
         ColorBy::Size => "colour: size class (usable bytes)",
@@ -105,7 +174,7 @@ pub fn compose(p: &Parts<'_>) -> (Scene, (usize, usize, usize, usize)) {
     };
     it.push(text(lx, TOP, what));
     let mut y = TOP + 16;
-    for e in p.legend {
+    for e in entries {
         it.push(Item::Rect { x: lx, y, w: 12, h: 12, rgb: to_u8(e.rgb) });
         let mut label = e.label.clone();
         if label.len() > 44 {
@@ -118,14 +187,14 @@ pub fn compose(p: &Parts<'_>) -> (Scene, (usize, usize, usize, usize)) {
         }
         y += 18;
     }
-    if matches!(p.color_by, ColorBy::Function | ColorBy::Thread) {
+    if matches!(color_by, ColorBy::Function | ColorBy::Thread) {
         it.push(Item::Rect { x: lx, y, w: 12, h: 12, rgb: to_u8(crate::color::OTHER) });
         it.push(text(lx + 18, y + 2, "the rest"));
     } else {
         for i in 0..200 {
             it.push(Item::Rect { x: lx + i, y, w: 1, h: 12, rgb: to_u8(blue_to_red(i as f32 / 199.0)) });
         }
-        let (lo, hi) = match p.color_by {
+        let (lo, hi) = match color_by {
             ColorBy::Size => ("16 B", "1 MiB+"),
             ColorBy::Waste => ("none", "most"),
             _ => ("1 us", "whole run"),
@@ -133,7 +202,6 @@ pub fn compose(p: &Parts<'_>) -> (Scene, (usize, usize, usize, usize)) {
         it.push(text(lx, y + 16, lo));
         it.push(text(lx + 200 - hi.len() * 8, y + 16, hi));
     }
-    (s, (LEFT, TOP, w, h))
 }
 
 /// `1.5 MiB`.

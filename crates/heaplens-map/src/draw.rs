@@ -34,13 +34,43 @@ pub struct Palette {
     pub max_waste: f64,
 }
 
-/// Draws the blocks of the replay onto a canvas.
-pub struct Painter<'a> {
-    /// The map.
+/// Which view a block is drawn in.
+pub enum Binning {
+    /// One view.
+    One,
+    /// By size class: the view of each class of [`crate::bins::SIZE_CLASSES`] (`None`: none).
+    Size(Vec<Option<usize>>),
+    /// By segment of this axis (the whole trace's).
+    Arena(AddressAxis),
+}
+
+impl Binning {
+    fn view(&self, b: &Block) -> Option<usize> {
+        match self {
+            Binning::One => Some(0),
+            Binning::Size(views) => views[crate::bins::size_class(b.usable)],
+            Binning::Arena(axis) => axis.segment(b.addr),
+        }
+    }
+}
+
+/// One view: its canvas, its address axis, its bytes in use.
+pub struct ViewCanvas {
+    /// The pixels.
     pub canvas: Canvas,
-    /// The occupancy bar.
+    /// Its address axis.
+    pub axis: AddressAxis,
+    /// Its bytes in use.
     pub occupancy: Occupancy,
-    axis: &'a AddressAxis,
+}
+
+/// Draws the blocks of the replay onto the views' canvases.
+pub struct Painter<'a> {
+    /// The views.
+    pub views: Vec<ViewCanvas>,
+    /// Bytes in use in all the views, under the picture.
+    pub occupancy: Occupancy,
+    binning: Binning,
     palette: &'a Palette,
     color_by: ColorBy,
     /// The window: `[t0, t1]`, `CLOCK_MONOTONIC` ns.
@@ -50,14 +80,19 @@ pub struct Painter<'a> {
     /// The trace's last event, where live blocks end.
     end_ts: u64,
     started: bool,
+    /// Columns of the bar per column of a view.
+    bar_scale: f64,
 }
 
 impl<'a> Painter<'a> {
-    /// A painter for the window `[t0, t1]` on `canvas` (its width in columns).
+    /// A painter for the window `[t0, t1]` on `views` (`width` columns of time each), the
+    /// whole picture's bytes in use followed over `bar_width` columns.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        canvas: Canvas,
+        views: Vec<ViewCanvas>,
+        binning: Binning,
         width: usize,
-        axis: &'a AddressAxis,
+        bar_width: usize,
         palette: &'a Palette,
         color_by: ColorBy,
         (t0, t1): (u64, u64),
@@ -65,9 +100,10 @@ impl<'a> Painter<'a> {
     ) -> Painter<'a> {
         let ns_per_col = (t1.saturating_sub(t0)).max(1) as f64 / width as f64;
         Painter {
-            canvas,
-            occupancy: Occupancy::new(width),
-            axis,
+            views,
+            occupancy: Occupancy::new(bar_width),
+            binning,
+            bar_scale: bar_width as f64 / width as f64,
             palette,
             color_by,
             t0,
@@ -82,6 +118,7 @@ impl<'a> Painter<'a> {
         (ts as f64 - self.t0 as f64) / self.ns_per_col
     }
 
+    /// The column of `ts` in a view, `None` outside the window.
     fn col(&mut self, ts: u64) -> Option<usize> {
         if ts < self.t0 || ts > self.t1 {
             return None;
@@ -89,8 +126,19 @@ impl<'a> Painter<'a> {
         if !self.started {
             self.started = true;
             self.occupancy.start();
+            for v in &mut self.views {
+                v.occupancy.start();
+            }
         }
         Some(self.x(ts) as usize)
+    }
+
+    fn occupied(&mut self, b: &Block, ts: u64, delta: i64) {
+        let col = self.col(ts);
+        self.occupancy.event(col.map(|c| (c as f64 * self.bar_scale) as usize), delta);
+        if let Some(v) = self.binning.view(b) {
+            self.views[v].occupancy.event(col, delta);
+        }
     }
 
     fn color(&self, b: &Block, lifetime: Option<u64>) -> Rgb {
@@ -117,27 +165,32 @@ impl<'a> Painter<'a> {
         if b.addr == 0 || end < self.t0 || b.ts > self.t1 {
             return;
         }
-        let Some((y0, y1)) = self.axis.rows(b.addr, b.usable) else { return };
+        let Some(v) = self.binning.view(b) else { return };
+        let Some((y0, y1)) = self.views[v].axis.rows(b.addr, b.usable) else { return };
         let rgb = self.color(b, lifetime);
         let (x0, x1) = (self.x(b.ts), self.x(end));
-        self.canvas.rect(x0, x1, y0, y1, rgb);
+        self.views[v].canvas.rect(x0, x1, y0, y1, rgb);
     }
 }
 
 impl View for Painter<'_> {
     fn allocation(&mut self, b: &Block) {
-        let col = self.col(b.ts);
-        self.occupancy.event(col, b.size as i64);
+        if b.addr != 0 {
+            self.occupied(b, b.ts, b.size as i64);
+        }
     }
 
     fn deallocation(&mut self, r: &Release, b: &Block) {
         self.draw(b, r.ts, Some(r.ts.saturating_sub(b.ts)));
-        let col = self.col(r.ts);
-        self.occupancy.event(col, -(b.size as i64));
+        self.occupied(b, r.ts, -(b.size as i64));
     }
 
     fn overwritten(&mut self, b: &Block) {
+        // Its release was not seen: it leaves the bytes in use, at no column.
         self.occupancy.event(None, -(b.size as i64));
+        if let Some(v) = self.binning.view(b) {
+            self.views[v].occupancy.event(None, -(b.size as i64));
+        }
     }
 
     fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {

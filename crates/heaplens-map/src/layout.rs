@@ -29,6 +29,8 @@ pub struct Layout {
     pub last_ts: u64,
     /// Occupied granules (addresses `>> GRANULE_SHIFT`) of the blocks in the window.
     pub granules: HashSet<u64>,
+    /// The same per size class ([`crate::bins::SIZE_CLASSES`]), when asked for.
+    pub granules_by_class: Vec<HashSet<u64>>,
     /// Bytes allocated per stack, by blocks in the window.
     pub bytes_by_stack: IdMap<u32, f64>,
     /// Bytes held over time per stack (bytes x nanoseconds alive within the window).
@@ -43,9 +45,11 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// A first pass over the blocks in `window`.
-    pub fn new(window: Window) -> Layout {
-        Layout { window, ..Layout::default() }
+    /// A first pass over the blocks in `window`; `by_class` notes the granules of each size
+    /// class too.
+    pub fn new(window: Window, by_class: bool) -> Layout {
+        let classes = if by_class { crate::bins::SIZE_CLASSES.len() } else { 0 };
+        Layout { window, granules_by_class: vec![HashSet::default(); classes], ..Layout::default() }
     }
 
     fn seen(&mut self, ts: u64) {
@@ -71,8 +75,12 @@ impl Layout {
             Some((lo, hi)) => (b.addr.max(lo), b.addr.saturating_add(b.usable.max(1)).min(hi)),
             None => (b.addr, b.addr.saturating_add(b.usable.max(1))),
         };
+        let class = crate::bins::size_class(b.usable);
         for g in lo >> GRANULE_SHIFT..=(hi - 1) >> GRANULE_SHIFT {
             self.granules.insert(g);
+            if let Some(c) = self.granules_by_class.get_mut(class) {
+                c.insert(g);
+            }
         }
         *self.bytes_by_stack.entry(b.stack).or_default() += b.size as f64;
         let (from, to) = (

@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod axis;
+pub mod bins;
 pub mod canvas;
 pub mod color;
 mod compose;
@@ -31,11 +32,12 @@ use heaplens_interpret::load::{LoadError, Trace};
 use heaplens_interpret::view::replay_with_progress;
 
 use crate::axis::AddressAxis;
+pub use crate::bins::{Align, Bins};
 use crate::canvas::Canvas;
 use crate::color::{Rgb, PALETTE};
 pub use crate::cushion::Cushion;
 pub use crate::draw::ColorBy;
-use crate::draw::{Painter, Palette};
+use crate::draw::{Binning, Painter, Palette, ViewCanvas};
 use crate::layout::Layout;
 pub use crate::layout::Window;
 
@@ -62,6 +64,10 @@ pub struct MapOptions {
     pub depth: usize,
     /// The part drawn.
     pub window: Window,
+    /// One view, or one per size class or arena.
+    pub bins: Bins,
+    /// How several views are laid out.
+    pub align: Align,
     /// Progress bars on stderr.
     pub progress: bool,
 }
@@ -78,6 +84,8 @@ impl Default for MapOptions {
             top: 8,
             depth: 2,
             window: Window::default(),
+            bins: Bins::None,
+            align: Align::Time,
             progress: false,
         }
     }
@@ -109,12 +117,15 @@ pub struct LegendEntry {
 pub struct Map {
     /// The picture.
     pub scene: scene::Scene,
-    /// Where the map itself sits in the picture: `(left, top, width, height)`.
+    /// Where the map itself sits in the picture: `(left, top, width, height)` (with several
+    /// views, the box around them all).
     pub area: (usize, usize, usize, usize),
     /// The colours of [`ColorBy::Function`] and [`ColorBy::Thread`] (empty for the scales).
     pub legend: Vec<LegendEntry>,
     /// Blocks drawn.
     pub blocks: u64,
+    /// Views drawn (1 unless split by `bins`).
+    pub views: usize,
     /// The window drawn, `CLOCK_MONOTONIC` ns.
     pub span: (u64, u64),
     /// The trace's first event.
@@ -133,7 +144,7 @@ pub struct Map {
 /// [`MapError::Load`] for an unreadable file, a file that is not a trace, or a trace recorded
 /// with `--aggregate` (no events to draw); [`MapError::Empty`] when no block is in the window.
 pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
-    let mut layout = Layout::new(o.window);
+    let mut layout = Layout::new(o.window, o.bins == Bins::Size);
     let trace = replay_with_progress(path, &mut layout, o.progress)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
@@ -144,30 +155,81 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     let axis = AddressAxis::new(layout.granules.iter().copied().collect(), o.height as f64, 12.0);
     let (palette, legend) = palette(path, &trace, &layout, o);
 
-    let canvas = Canvas::new(o.width, o.height, o.alpha, o.antialias, o.cushion);
-    let mut painter = Painter::new(canvas, o.width, &axis, &palette, o.color_by, (t0, t1), layout.last_ts);
+    // The views: their labels and granules, then their sizes.
+    let (labels, granules, binning): (Vec<Option<String>>, Vec<Vec<u64>>, Binning) = match o.bins {
+        Bins::None => (vec![None], vec![layout.granules.iter().copied().collect()], Binning::One),
+        Bins::Size => {
+            let mut of_class = vec![None; bins::SIZE_CLASSES.len()];
+            let (mut labels, mut granules) = (Vec::new(), Vec::new());
+            for (k, g) in layout.granules_by_class.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
+                of_class[k] = Some(labels.len());
+                labels.push(Some(bins::size_label(k)));
+                granules.push(g.iter().copied().collect());
+            }
+            (labels, granules, Binning::Size(of_class))
+        }
+        Bins::Arena => {
+            let labels = axis.segments.iter().map(|s| Some(format!("{:#x}-{:#x}", s.lo, s.hi))).collect();
+            let granules = axis
+                .segments
+                .iter()
+                .map(|s| {
+                    (s.lo >> axis::GRANULE_SHIFT..s.hi >> axis::GRANULE_SHIFT)
+                        .filter(|g| layout.granules.contains(g))
+                        .collect()
+                })
+                .collect();
+            (labels, granules, Binning::Arena(axis.clone()))
+        }
+    };
+    let n = labels.len();
+    let (vw, vh) = match (n, o.align) {
+        (1, _) => (o.width, o.height),
+        (_, Align::Time) => (o.width, ((o.height.saturating_sub((n - 1) * compose::VIEW_GAP)) / n).max(24)),
+        (_, Align::Address) => (((o.width.saturating_sub((n - 1) * compose::VIEW_GAP)) / n).max(24), o.height),
+    };
+    let views: Vec<ViewCanvas> = granules
+        .into_iter()
+        .map(|g| ViewCanvas {
+            canvas: Canvas::new(vw, vh, o.alpha, o.antialias, o.cushion),
+            axis: AddressAxis::new(g, vh as f64, 12.0),
+            occupancy: occupancy::Occupancy::new(vw),
+        })
+        .collect();
+    let bar_width = if n > 1 && o.align == Align::Address { n * vw + (n - 1) * compose::VIEW_GAP } else { vw };
+    let mut painter = Painter::new(views, binning, vw, bar_width, &palette, o.color_by, (t0, t1), layout.last_ts);
     replay_with_progress(path, &mut painter, o.progress)?;
     let peak_bytes = painter.occupancy.peak();
     let bar = painter.occupancy.render(compose::BAR_ROWS);
-    let pixels = painter.canvas.finish();
+    let parts: Vec<compose::ViewPart> = painter
+        .views
+        .into_iter()
+        .zip(labels)
+        .map(|(v, label)| compose::ViewPart {
+            label,
+            bar: if n > 1 { Some(v.occupancy.render(compose::VIEW_BAR_ROWS)) } else { None },
+            pixels: v.canvas.finish(),
+            axis: v.axis,
+        })
+        .collect();
     let title = format!(
         "heaplens map: {}",
         trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.clone())
     );
     let (scene, area) = compose::compose(&compose::Parts {
         title: &title,
-        width: o.width,
-        height: o.height,
-        map: pixels,
+        view_size: (vw, vh),
+        views: &parts,
+        align: o.align,
         bar,
-        axis: &axis,
+        bar_width,
         span_ns: (t0 - first_ts, t1 - first_ts),
         peak_bytes,
         legend: &legend,
         color_by: o.color_by,
     });
     let damage = damage(&trace);
-    Ok(Map { scene, area, legend, blocks: layout.blocks, span: (t0, t1), first_ts, axis, peak_bytes, damage })
+    Ok(Map { scene, area, legend, blocks: layout.blocks, views: n, span: (t0, t1), first_ts, axis, peak_bytes, damage })
 }
 
 /// A drawn timeline.
@@ -191,7 +253,7 @@ pub struct TimelinePicture {
 /// # Errors
 /// As [`map_file`].
 pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, MapError> {
-    let mut layout = Layout::new(Window { addresses: None, ..o.window });
+    let mut layout = Layout::new(Window { addresses: None, ..o.window }, false);
     let trace = replay_with_progress(path, &mut layout, o.progress)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {

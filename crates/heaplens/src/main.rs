@@ -204,6 +204,32 @@ pub struct MapArgs {
     /// The address range drawn, `LO-HI` in hexadecimal (`0x55d0c0000000-0x55d0c1000000`).
     #[arg(long, value_name = "LO-HI", value_parser = parse_range)]
     pub addresses: Option<(u64, u64)>,
+    /// One view per size class of usable bytes (glibc's bins: up to 32 B, 64 B, ... 1 KiB, the
+    /// large bins, mmap'd chunks) or per arena (the main heap, each thread arena, each mmap'd
+    /// chunk), as the paper's correlated views.
+    #[arg(long, value_enum, value_name = "BY")]
+    pub bins: Option<MapBins>,
+    /// With --bins: views one above the other on a shared time axis, or side by side.
+    #[arg(long, value_enum, default_value_t = MapAlign::Time)]
+    pub align: MapAlign,
+}
+
+/// What the map's views are split by.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapBins {
+    /// Size class of usable bytes.
+    Size,
+    /// Address range: main heap, thread arenas, mmap'd chunks.
+    Arena,
+}
+
+/// How several views are laid out.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapAlign {
+    /// One above the other, sharing the time axis.
+    Time,
+    /// Side by side, each on its own address axis.
+    Address,
 }
 
 /// Arguments of `heaplens timeline`.

@@ -3,9 +3,9 @@
 use std::io::{self, BufWriter, IsTerminal, Write};
 
 use anyhow::Context;
-use heaplens_map::{map_file, ColorBy, Cushion, MapOptions, Window};
+use heaplens_map::{map_file, Align, Bins, ColorBy, Cushion, MapOptions, Window};
 
-use crate::{MapArgs, MapColor, MapCushion};
+use crate::{MapAlign, MapArgs, MapBins, MapColor, MapCushion};
 
 /// Runs `heaplens map`. The output is opened first, so an unwritable path fails before the
 /// trace is read; a failed map leaves no file behind.
@@ -32,6 +32,15 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
         top: a.top as usize,
         depth: a.depth as usize,
         window: Window { from_ns: a.from, to_ns: a.to, addresses: a.addresses },
+        bins: match a.bins {
+            None => Bins::None,
+            Some(MapBins::Size) => Bins::Size,
+            Some(MapBins::Arena) => Bins::Arena,
+        },
+        align: match a.align {
+            MapAlign::Time => Align::Time,
+            MapAlign::Address => Align::Address,
+        },
         progress: io::stderr().is_terminal(),
     };
     let written = map_file(&a.trace, &opts).map_err(anyhow::Error::from).and_then(|map| {
@@ -52,9 +61,10 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
     }
     let (x, y, w, h) = map.area;
     eprintln!(
-        "heaplens: drew {} blocks over {} address ranges to {} (map at x={x} y={y} w={w} h={h})",
+        "heaplens: drew {} blocks over {} address ranges in {} views to {} (map at x={x} y={y} w={w} h={h})",
         map.blocks,
         map.axis.segments.len(),
+        map.views,
         a.output.display()
     );
     for e in &map.legend {

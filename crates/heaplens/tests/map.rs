@@ -168,6 +168,22 @@ fn two_threads_arenas_are_bands_of_their_colours() {
     assert!(a.len() > 20 && b.len() > 20, "both workers drawn: {} and {} rows", a.len(), b.len());
     let shared = a.iter().filter(|r| b.contains(r)).count();
     assert!(shared * 10 < a.len().min(b.len()), "the workers' arenas are apart: {shared} rows shared");
+
+    // Correlated views: one per arena side by side, one per size class stacked on time.
+    let v_png = dir.join("v.png");
+    let views = |args: &[&str]| -> usize {
+        let mut all = vec!["map", trace.to_str().unwrap(), "-o", v_png.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let o = heaplens(&dir, &all).ok("map --bins");
+        o.stderr.split(" views").next().and_then(|s| s.rsplit(' ').next()).and_then(|n| n.parse().ok()).unwrap()
+    };
+    assert_eq!(views(&["--bins", "arena", "--align", "address"]), ranges, "a view per address range");
+    let classes = views(&["--bins", "size"]);
+    assert!(
+        (2..=8).contains(&classes),
+        "churn's strings, map nodes and vectors fall in several size classes: {classes}"
+    );
+    assert_eq!(views(&[]), 1);
 }
 
 #[test]
