@@ -21,6 +21,7 @@ pub mod cushion;
 pub mod draw;
 pub mod layout;
 pub mod occupancy;
+pub mod page;
 pub mod scene;
 pub mod sites;
 pub mod timeline;

@@ -12,6 +12,7 @@ mod report;
 mod run;
 mod snapshot;
 mod timeline;
+mod view;
 
 /// Heap allocation profiler for native programs on Linux.
 ///
@@ -41,6 +42,10 @@ enum Command {
     /// Draw bytes in use over time, stacked by the call sites holding the most, with the peak
     /// marked and its holders named (PNG or SVG).
     Timeline(TimelineArgs),
+    /// Write one self-contained HTML page: the memory map with zoom, pan and a tooltip per
+    /// block, the bytes in use and heap over time on the same time axis, flame graphs of the
+    /// bytes allocated, in use at the peak and leaked, and the report.
+    View(ViewArgs),
     /// Ask a program running under `heaplens run --aggregate` to write a snapshot of its
     /// counters into its trace now (then `heaplens report` the trace while it runs).
     Snapshot(SnapshotArgs),
@@ -260,6 +265,35 @@ pub struct TimelineArgs {
     pub to: Option<u64>,
 }
 
+/// Arguments of `heaplens view`.
+#[derive(Args, Debug)]
+pub struct ViewArgs {
+    /// The trace file written by `heaplens run`.
+    pub trace: PathBuf,
+    /// The page to write (`.html`).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Call sites with a colour of their own, at most 10.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10))]
+    pub top: u64,
+    /// Frames of the program's own code that name a call site (1: the allocating function).
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub depth: u64,
+    /// Most blocks on the page (a browser draws a million in a fraction of a second; beyond,
+    /// draw part of the trace with --from/--to/--addresses, or use `heaplens map`).
+    #[arg(long, default_value_t = 2_000_000, value_name = "N")]
+    pub max_blocks: usize,
+    /// Start of the time window, since the first event (`250ms`, `1.5s`, or ns).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub from: Option<u64>,
+    /// End of the time window, since the first event.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub to: Option<u64>,
+    /// The address range, `LO-HI` in hexadecimal.
+    #[arg(long, value_name = "LO-HI", value_parser = parse_range)]
+    pub addresses: Option<(u64, u64)>,
+}
+
 /// What the map's colour shows.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MapColor {
@@ -392,6 +426,7 @@ fn main() -> ExitCode {
         Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Map(a) => map::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::View(a) => view::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {

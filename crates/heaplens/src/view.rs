@@ -1,0 +1,62 @@
+//! `heaplens view`: the HTML page of `heaplens-map`, with what the other views give it (the
+//! report's text and the exports' flame graphs): the CLI is where views meet.
+
+use std::io::{self, IsTerminal};
+
+use anyhow::Context;
+use heaplens_map::page::{page_file, Extras};
+use heaplens_map::{MapOptions, Window};
+
+use crate::ViewArgs;
+
+/// Runs `heaplens view`. The output is written only once the page is whole.
+pub fn execute(a: &ViewArgs) -> anyhow::Result<()> {
+    // Fail on an unwritable path before the work.
+    std::fs::File::create(&a.output).with_context(|| format!("cannot write {}", a.output.display()))?;
+    let made = build(a);
+    let page = match made {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = std::fs::remove_file(&a.output);
+            return Err(e);
+        }
+    };
+    std::fs::write(&a.output, page.html).with_context(|| format!("cannot write {}", a.output.display()))?;
+    eprintln!(
+        "heaplens: wrote {} blocks to {} (open it in a browser; it needs no network)",
+        page.blocks,
+        a.output.display()
+    );
+    Ok(())
+}
+
+fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
+    let progress = io::stderr().is_terminal();
+    let report = heaplens_report::analyze_file(&a.trace, &heaplens_report::Options { progress, ..Default::default() })?;
+    let text = heaplens_report::render_text::render(&report, &Default::default());
+    let mut flame_graphs = Vec::new();
+    let dir = std::env::temp_dir().join(format!("heaplens-view-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (title, metric) in [
+        ("bytes allocated", heaplens_export::Metric::AllocBytes),
+        ("in use at the peak", heaplens_export::Metric::InuseBytes),
+        ("leaked", heaplens_export::Metric::LeakedBytes),
+    ] {
+        let svg = dir.join("flame.svg");
+        let opts = heaplens_export::Options { format: heaplens_export::Format::Flamegraph, metric, progress: false };
+        if heaplens_export::export(&a.trace, &svg, &opts).is_ok() {
+            if let Ok(s) = std::fs::read_to_string(&svg) {
+                flame_graphs.push((title.to_string(), s));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = MapOptions {
+        top: a.top as usize,
+        depth: a.depth as usize,
+        window: Window { from_ns: a.from, to_ns: a.to, addresses: a.addresses },
+        progress,
+        ..MapOptions::default()
+    };
+    Ok(page_file(&a.trace, &opts, a.max_blocks, &Extras { report_text: text, flame_graphs })?)
+}
