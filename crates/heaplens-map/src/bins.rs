@@ -35,7 +35,7 @@ pub fn size_class(usable: u64) -> usize {
 /// A size class's label.
 pub fn size_label(k: usize) -> String {
     let (lo, hi) = SIZE_CLASSES[k];
-    let b = crate::compose::human_bytes;
+    let b = crate::units::human_bytes;
     if hi == u64::MAX {
         format!("usable > {}", b(lo - 1))
     } else {

@@ -25,6 +25,7 @@ pub mod page;
 pub mod scene;
 pub mod sites;
 pub mod timeline;
+pub mod units;
 
 use std::path::Path;
 
