@@ -21,6 +21,7 @@ pub mod load;
 pub mod merge;
 pub mod paths;
 pub mod progress;
+pub mod scan;
 pub mod symbolize;
 pub mod view;
 

@@ -136,8 +136,11 @@ impl<'a> Painter<'a> {
     fn occupied(&mut self, b: &Block, ts: u64, delta: i64) {
         let col = self.col(ts);
         self.occupancy.event(col.map(|c| (c as f64 * self.bar_scale) as usize), delta);
-        if let Some(v) = self.binning.view(b) {
-            self.views[v].occupancy.event(col, delta);
+        // A single view's bar is the picture's.
+        if self.views.len() > 1 {
+            if let Some(v) = self.binning.view(b) {
+                self.views[v].occupancy.event(col, delta);
+            }
         }
     }
 
@@ -188,8 +191,10 @@ impl View for Painter<'_> {
     fn overwritten(&mut self, b: &Block) {
         // Its release was not seen: it leaves the bytes in use, at no column.
         self.occupancy.event(None, -(b.size as i64));
-        if let Some(v) = self.binning.view(b) {
-            self.views[v].occupancy.event(None, -(b.size as i64));
+        if self.views.len() > 1 {
+            if let Some(v) = self.binning.view(b) {
+                self.views[v].occupancy.event(None, -(b.size as i64));
+            }
         }
     }
 

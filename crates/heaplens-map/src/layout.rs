@@ -4,6 +4,7 @@
 
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::view::{Block, Release, View};
+use heaplens_trace::OpClass;
 use rustc_hash::FxHashSet as HashSet;
 
 use crate::axis::GRANULE_SHIFT;
@@ -91,6 +92,69 @@ impl Layout {
         if b.usable > 0 {
             self.max_waste = self.max_waste.max(b.usable.saturating_sub(b.size) as f64 / b.usable as f64);
         }
+    }
+}
+
+impl Layout {
+    /// The first pass without a time window: only allocations matter (each block's granules,
+    /// bytes per stack, thread, waste) and the time span, so the trace is scanned
+    /// ([`heaplens_interpret::scan`]) rather than replayed. Timestamps are converted once the
+    /// file is read.
+    pub fn scan(
+        path: &std::path::Path,
+        window: Window,
+        by_class: bool,
+        progress: bool,
+    ) -> Result<(Layout, heaplens_interpret::load::Trace), heaplens_interpret::load::LoadError> {
+        debug_assert!(window.from_ns.is_none() && window.to_ns.is_none());
+        let mut l = Layout::new(window, by_class);
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let mut last_granule = u64::MAX;
+        // Threads in order of their first allocation in time (the file interleaves them).
+        let mut first_alloc: IdMap<u32, u64> = IdMap::default();
+        let trace = heaplens_interpret::scan::scan(
+            path,
+            &mut |e| {
+                lo = lo.min(e.ts);
+                hi = hi.max(e.ts);
+                if e.addr == 0 || !matches!(e.op.class(), OpClass::Alloc | OpClass::Realloc) {
+                    return;
+                }
+                let (a, end) = (e.addr, e.addr.saturating_add(e.usable.max(1)));
+                let (a, end) = match l.window.addresses {
+                    Some((wlo, whi)) if a >= whi || end <= wlo => return,
+                    Some((wlo, whi)) => (a.max(wlo), end.min(whi)),
+                    None => (a, end),
+                };
+                l.blocks += 1;
+                let class = crate::bins::size_class(e.usable);
+                for g in a >> GRANULE_SHIFT..=(end - 1) >> GRANULE_SHIFT {
+                    // Consecutive blocks mostly share a granule: skip the hash then.
+                    if g != last_granule || !l.granules_by_class.is_empty() {
+                        l.granules.insert(g);
+                        if let Some(c) = l.granules_by_class.get_mut(class) {
+                            c.insert(g);
+                        }
+                    }
+                    last_granule = g;
+                }
+                *l.bytes_by_stack.entry(e.stack).or_default() += e.size as f64;
+                if e.usable > 0 {
+                    l.max_waste = l.max_waste.max(e.usable.saturating_sub(e.size) as f64 / e.usable as f64);
+                }
+                let first = first_alloc.entry(e.tid).or_insert(e.ts);
+                *first = (*first).min(e.ts);
+            },
+            progress,
+        )?;
+        let mut threads: Vec<(u64, u32)> = first_alloc.iter().map(|(&tid, &ts)| (ts, tid)).collect();
+        threads.sort_unstable();
+        l.threads = threads.into_iter().map(|(_, tid)| tid).collect();
+        if hi >= lo {
+            l.first_ts = Some(trace.clock.to_ns(lo));
+            l.last_ts = trace.clock.to_ns(hi);
+        }
+        Ok((l, trace))
     }
 }
 

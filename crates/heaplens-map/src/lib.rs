@@ -146,8 +146,7 @@ pub struct Map {
 /// [`MapError::Load`] for an unreadable file, a file that is not a trace, or a trace recorded
 /// with `--aggregate` (no events to draw); [`MapError::Empty`] when no block is in the window.
 pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
-    let mut layout = Layout::new(o.window, o.bins == Bins::Size);
-    let trace = replay_with_progress(path, &mut layout, o.progress)?;
+    let (layout, trace) = first_pass(path, o.window, o.bins == Bins::Size, o.progress)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty);
@@ -232,6 +231,17 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     });
     let damage = damage(&trace);
     Ok(Map { scene, area, legend, blocks: layout.blocks, views: n, span: (t0, t1), first_ts, axis, peak_bytes, damage })
+}
+
+/// The first pass: a scan when no time window is asked for (only allocations and the span
+/// matter), else a replay (a block belongs to a window by its lifetime).
+fn first_pass(path: &Path, window: Window, by_class: bool, progress: bool) -> Result<(Layout, Trace), LoadError> {
+    if window.from_ns.is_none() && window.to_ns.is_none() {
+        return Layout::scan(path, window, by_class, progress);
+    }
+    let mut layout = Layout::new(window, by_class);
+    let trace = replay_with_progress(path, &mut layout, progress)?;
+    Ok((layout, trace))
 }
 
 /// A drawn timeline.

@@ -19,7 +19,6 @@ use serde_json::json;
 
 use crate::axis::AddressAxis;
 use crate::color::{hex, PALETTE};
-use crate::layout::Layout;
 use crate::{sites, timeline, MapError, MapOptions};
 
 /// Columns of the precomputed occupancy and heap-over-time series.
@@ -59,8 +58,7 @@ pub enum PageError {
 /// # Errors
 /// [`PageError::Map`] as [`crate::map_file`]; [`PageError::TooManyBlocks`] past `max_blocks`.
 pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras) -> Result<Page, PageError> {
-    let mut layout = Layout::new(o.window, false);
-    let trace = replay_with_progress(path, &mut layout, o.progress).map_err(MapError::from)?;
+    let (layout, trace) = crate::first_pass(path, o.window, false, o.progress).map_err(MapError::from)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty.into());
