@@ -23,6 +23,7 @@ pub mod paths;
 pub mod progress;
 pub mod scan;
 pub mod symbolize;
+pub mod threaded;
 pub mod view;
 
 pub use load::{Health, LoadError, Trace};

@@ -199,7 +199,8 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
         .collect();
     let bar_width = if n > 1 && o.align == Align::Address { n * vw + (n - 1) * compose::VIEW_GAP } else { vw };
     let mut painter = Painter::new(views, binning, vw, bar_width, &palette, o.color_by, (t0, t1), layout.last_ts);
-    replay_with_progress(path, &mut painter, o.progress)?;
+    // The drawing overlaps the replay, on a thread of its own.
+    heaplens_interpret::threaded::replay_threaded(path, &mut painter, o.progress)?;
     let peak_bytes = painter.occupancy.peak();
     let bar = painter.occupancy.render(compose::BAR_ROWS);
     let parts: Vec<compose::ViewPart> = painter

@@ -210,3 +210,42 @@ fn the_lifetime_table_ranks_short_long_and_never_freed() {
     assert_eq!(first_after("longest-lived"), "long_site", "{text}");
     assert_eq!(first_after("live at exit (never freed"), "leak_site", "{text}");
 }
+
+/// A view on a thread of its own (`threaded::replay_threaded`) sees what the plain replay
+/// gives: the same calls in the same order.
+#[test]
+fn a_threaded_view_sees_the_same_replay() {
+    #[derive(Default, PartialEq, Debug)]
+    struct Calls {
+        order: u64,
+        allocations: u64,
+        releases: u64,
+        lifetime_ns: u64,
+        live: u64,
+    }
+    impl View for Calls {
+        fn allocation(&mut self, b: &Block) {
+            self.allocations += 1;
+            self.order = self.order.wrapping_mul(31).wrapping_add(b.addr);
+        }
+        fn deallocation(&mut self, r: &Release, b: &Block) {
+            self.releases += 1;
+            self.lifetime_ns += r.ts - b.ts;
+            self.order = self.order.wrapping_mul(31).wrapping_add(r.addr ^ 1);
+        }
+        fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+            self.live = live.count() as u64;
+        }
+    }
+    let dir = WorkDir::new("threaded-view");
+    let prog = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let out = run_traced(&dir, &trace, &prog, &["20000"]).ok("widgets under heaplens");
+    let t = truth(&out.stdout, "widgets");
+    let (mut plain, mut threaded) = (Calls::default(), Calls::default());
+    replay(&trace, &mut plain).unwrap();
+    heaplens_interpret::threaded::replay_threaded(&trace, &mut threaded, false).unwrap();
+    assert_eq!(plain.allocations, num(&t, "made"));
+    assert_eq!(plain.live, num(&t, "red"));
+    assert_eq!(threaded, plain);
+}
