@@ -27,6 +27,17 @@ enum Call {
 /// # Errors
 /// As [`crate::view::replay`].
 pub fn replay_threaded<V: View + Send>(path: &Path, view: &mut V, progress: bool) -> Result<Trace, LoadError> {
+    run_threaded(view, |v| replay_with_progress(path, v, progress))
+}
+
+/// Runs `replay` (a replay into the view it is given) with `view` on a thread of its own.
+///
+/// # Errors
+/// `replay`'s.
+pub fn run_threaded<V: View + Send>(
+    view: &mut V,
+    replay: impl FnOnce(&mut dyn View) -> Result<Trace, LoadError>,
+) -> Result<Trace, LoadError> {
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::sync_channel::<Vec<Call>>(8);
         let worker = s.spawn(move || {
@@ -44,7 +55,7 @@ pub fn replay_threaded<V: View + Send>(path: &Path, view: &mut V, progress: bool
             }
         });
         let mut fwd = Forward { tx: Some(tx), batch: Vec::with_capacity(BATCH) };
-        let result = replay_with_progress(path, &mut fwd, progress);
+        let result = replay(&mut fwd);
         fwd.flush();
         drop(fwd);
         worker.join().expect("the view's thread panicked");

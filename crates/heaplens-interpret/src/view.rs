@@ -198,11 +198,34 @@ pub fn replay_with_progress(path: &Path, view: &mut dyn View, progress: bool) ->
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut index = Index::default();
     let bar = Progress::bytes(progress, size, "indexing trace");
-    let mut t = Trace::load_into(path, Some(&bar), &mut index)?;
+    let t = Trace::load_into(path, Some(&bar), &mut index)?;
     bar.finish();
     if t.aggregate.is_some() {
         return Err(LoadError::NoEvents { path: path.into() });
     }
+    replay_indexed(path, t, &EventIndex { blocks: index.blocks }, view, progress)
+}
+
+/// Where a trace's Events blocks lie, found by a pass that read the whole file anyway
+/// ([`crate::scan::scan_indexed`]), so that a replay after it reads the file once, not twice.
+#[derive(Debug, Default, Clone)]
+pub struct EventIndex {
+    pub(crate) blocks: Vec<BlockAt>,
+}
+
+/// The replay's second half: `trace` as a first pass read it and `index` its Events blocks.
+/// Returns `trace` with the Events payloads that were damaged part-way added to its health.
+///
+/// # Errors
+/// [`LoadError::Io`] when the file cannot be opened again.
+pub fn replay_indexed(
+    path: &Path,
+    mut t: Trace,
+    index: &EventIndex,
+    view: &mut dyn View,
+    progress: bool,
+) -> Result<Trace, LoadError> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let file = std::fs::File::open(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
     let disk = Arc::new(DiskBlocks::new(file));
     let (mut m, tids) = Merger::on_disk(disk.clone(), &index.blocks);

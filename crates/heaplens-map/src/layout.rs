@@ -105,14 +105,17 @@ impl Layout {
         window: Window,
         by_class: bool,
         progress: bool,
-    ) -> Result<(Layout, heaplens_interpret::load::Trace), heaplens_interpret::load::LoadError> {
+    ) -> Result<
+        (Layout, heaplens_interpret::load::Trace, heaplens_interpret::view::EventIndex),
+        heaplens_interpret::load::LoadError,
+    > {
         debug_assert!(window.from_ns.is_none() && window.to_ns.is_none());
         let mut l = Layout::new(window, by_class);
         let (mut lo, mut hi) = (u64::MAX, 0u64);
         let mut last_granule = u64::MAX;
         // Threads in order of their first allocation in time (the file interleaves them).
         let mut first_alloc: IdMap<u32, u64> = IdMap::default();
-        let trace = heaplens_interpret::scan::scan(
+        let (trace, index) = heaplens_interpret::scan::scan_indexed(
             path,
             &mut |e| {
                 lo = lo.min(e.ts);
@@ -154,7 +157,7 @@ impl Layout {
             l.first_ts = Some(trace.clock.to_ns(lo));
             l.last_ts = trace.clock.to_ns(hi);
         }
-        Ok((l, trace))
+        Ok((l, trace, index))
     }
 }
 

@@ -31,7 +31,8 @@ use std::path::Path;
 
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::load::{LoadError, Trace};
-use heaplens_interpret::view::replay_with_progress;
+use heaplens_interpret::threaded::run_threaded;
+use heaplens_interpret::view::{replay_indexed, replay_with_progress, EventIndex, View};
 
 use crate::axis::AddressAxis;
 pub use crate::bins::{Align, Bins};
@@ -146,7 +147,7 @@ pub struct Map {
 /// [`MapError::Load`] for an unreadable file, a file that is not a trace, or a trace recorded
 /// with `--aggregate` (no events to draw); [`MapError::Empty`] when no block is in the window.
 pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
-    let (layout, trace) = first_pass(path, o.window, o.bins == Bins::Size, o.progress)?;
+    let (layout, trace, index) = first_pass(path, o.window, o.bins == Bins::Size, o.progress)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty);
@@ -200,7 +201,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     let bar_width = if n > 1 && o.align == Align::Address { n * vw + (n - 1) * compose::VIEW_GAP } else { vw };
     let mut painter = Painter::new(views, binning, vw, bar_width, &palette, o.color_by, (t0, t1), layout.last_ts);
     // The drawing overlaps the replay, on a thread of its own.
-    heaplens_interpret::threaded::replay_threaded(path, &mut painter, o.progress)?;
+    let trace = run_threaded(&mut painter, |v| second_pass(path, trace, index, v, o.progress))?;
     let peak_bytes = painter.occupancy.peak();
     let bar = painter.occupancy.render(compose::BAR_ROWS);
     let parts: Vec<compose::ViewPart> = painter
@@ -235,14 +236,35 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
 }
 
 /// The first pass: a scan when no time window is asked for (only allocations and the span
-/// matter), else a replay (a block belongs to a window by its lifetime).
-fn first_pass(path: &Path, window: Window, by_class: bool, progress: bool) -> Result<(Layout, Trace), LoadError> {
+/// matter), else a replay (a block belongs to a window by its lifetime). A scan also notes
+/// where the events lie, so the second pass reads the file once more instead of twice.
+fn first_pass(
+    path: &Path,
+    window: Window,
+    by_class: bool,
+    progress: bool,
+) -> Result<(Layout, Trace, Option<EventIndex>), LoadError> {
     if window.from_ns.is_none() && window.to_ns.is_none() {
-        return Layout::scan(path, window, by_class, progress);
+        let (layout, trace, index) = Layout::scan(path, window, by_class, progress)?;
+        return Ok((layout, trace, Some(index)));
     }
     let mut layout = Layout::new(window, by_class);
     let trace = replay_with_progress(path, &mut layout, progress)?;
-    Ok((layout, trace))
+    Ok((layout, trace, None))
+}
+
+/// The second pass into `view`, after [`first_pass`].
+fn second_pass(
+    path: &Path,
+    trace: Trace,
+    index: Option<EventIndex>,
+    view: &mut dyn View,
+    progress: bool,
+) -> Result<Trace, LoadError> {
+    match index {
+        Some(index) => replay_indexed(path, trace, &index, view, progress),
+        None => replay_with_progress(path, view, progress),
+    }
 }
 
 /// A drawn timeline.

@@ -14,7 +14,6 @@ use std::io::Write;
 use std::path::Path;
 
 use base64::Engine;
-use heaplens_interpret::view::replay_with_progress;
 use serde_json::json;
 
 use crate::axis::AddressAxis;
@@ -58,7 +57,7 @@ pub enum PageError {
 /// # Errors
 /// [`PageError::Map`] as [`crate::map_file`]; [`PageError::TooManyBlocks`] past `max_blocks`.
 pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras) -> Result<Page, PageError> {
-    let (layout, trace) = crate::first_pass(path, o.window, false, o.progress).map_err(MapError::from)?;
+    let (layout, trace, index) = crate::first_pass(path, o.window, false, o.progress).map_err(MapError::from)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty.into());
@@ -74,7 +73,8 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
 
     let mut blocks = collect::Blocks::new((t0, t1), o.window.addresses, layout.last_ts, max_blocks);
     let mut tl = timeline::Timeline::new(&s.of_stack, s.top.len(), SERIES_COLUMNS, (t0, t1));
-    replay_with_progress(path, &mut (&mut blocks, &mut tl), o.progress).map_err(MapError::from)?;
+    let trace =
+        crate::second_pass(path, trace, index, &mut (&mut blocks, &mut tl), o.progress).map_err(MapError::from)?;
     if blocks.overflow {
         return Err(PageError::TooManyBlocks(max_blocks));
     }
