@@ -101,8 +101,11 @@ fn widgets_red_ones_reach_the_right_edge_and_blue_ones_do_not() {
     assert!(reds > h / 2, "the last column is mostly red widgets: {reds} of {h}");
     // Only the blue widgets consumed during the last column's own sliver of time show there.
     assert!(blues * 50 <= reds, "no blue widget is live at the end: {blues} blue pixels in the last column");
-    let (_, blues_mid) = column(x + w / 2);
-    assert!(blues_mid > h / 4, "blue widgets are there halfway: {blues_mid}");
+    // Blue widgets are live before the end: at the peak (all widgets made, none consumed yet)
+    // they are in about half the heap's rows. Where the peak falls in time depends on the
+    // machine's load, so take the column where they show most.
+    let blues_most = (x..x + w).step_by(8).map(|c| column(c).1).max().unwrap_or(0);
+    assert!(blues_most > h / 4, "blue widgets are there before the end: {blues_most} rows");
 }
 
 #[test]
