@@ -132,6 +132,15 @@
         hctx.fillRect(x, y - h, 1, h); y -= h;
       });
     }
+    // The peak, marked and labelled.
+    const px = ((meta.peak[1] - v.ta) / (v.tb - v.ta)) * hc.width;
+    if (px >= 0 && px < hc.width) {
+      hctx.fillStyle = "#222"; hctx.fillRect(Math.round(px), 0, 1, hc.height);
+      const label = `peak ${bytes(meta.peak[0])}`;
+      hctx.font = "11px sans-serif";
+      const w = hctx.measureText(label).width;
+      hctx.fillText(label, px + 4 + w < hc.width ? px + 4 : px - 4 - w, 11);
+    }
   }
 
   let mapImg = null, ctxImg = null;
