@@ -43,6 +43,8 @@ pub struct Layout {
     /// Blocks in the window.
     pub blocks: u64,
     thread_seen: HashSet<u32>,
+    /// The granule [`Layout::note`] marked last.
+    last_granule: u64,
 }
 
 impl Layout {
@@ -50,7 +52,12 @@ impl Layout {
     /// class too.
     pub fn new(window: Window, by_class: bool) -> Layout {
         let classes = if by_class { crate::bins::SIZE_CLASSES.len() } else { 0 };
-        Layout { window, granules_by_class: vec![HashSet::default(); classes], ..Layout::default() }
+        Layout {
+            window,
+            granules_by_class: vec![HashSet::default(); classes],
+            last_granule: u64::MAX,
+            ..Layout::default()
+        }
     }
 
     fn seen(&mut self, ts: u64) {
@@ -71,26 +78,38 @@ impl Layout {
         if b.addr == 0 || !self.in_window(b, b.ts.saturating_sub(t0), end_ts.saturating_sub(t0)) {
             return;
         }
-        self.blocks += 1;
-        let (lo, hi) = match self.window.addresses {
-            Some((lo, hi)) => (b.addr.max(lo), b.addr.saturating_add(b.usable.max(1)).min(hi)),
-            None => (b.addr, b.addr.saturating_add(b.usable.max(1))),
-        };
-        let class = crate::bins::size_class(b.usable);
-        for g in lo >> GRANULE_SHIFT..=(hi - 1) >> GRANULE_SHIFT {
-            self.granules.insert(g);
-            if let Some(c) = self.granules_by_class.get_mut(class) {
-                c.insert(g);
-            }
-        }
-        *self.bytes_by_stack.entry(b.stack).or_default() += b.size as f64;
+        self.note(b.addr, b.usable, b.size, b.stack);
         let (from, to) = (
             self.window.from_ns.map_or(b.ts, |f| b.ts.max(t0 + f)),
             self.window.to_ns.map_or(end_ts, |t| end_ts.min(t0 + t)),
         );
         *self.byte_ns_by_stack.entry(b.stack).or_default() += b.size as f64 * to.saturating_sub(from) as f64;
-        if b.usable > 0 {
-            self.max_waste = self.max_waste.max(b.usable.saturating_sub(b.size) as f64 / b.usable as f64);
+    }
+
+    /// Counts a block of the window: its granules (clipped to the window's addresses), its
+    /// stack's bytes, its waste. Both first passes (replay and scan) come here.
+    fn note(&mut self, addr: u64, usable: u64, size: u64, stack: u32) {
+        let end = addr.saturating_add(usable.max(1));
+        let (lo, hi) = match self.window.addresses {
+            Some((wlo, whi)) if addr >= whi || end <= wlo => return,
+            Some((wlo, whi)) => (addr.max(wlo), end.min(whi)),
+            None => (addr, end),
+        };
+        self.blocks += 1;
+        let class = crate::bins::size_class(usable);
+        for g in lo >> GRANULE_SHIFT..=(hi - 1) >> GRANULE_SHIFT {
+            // Consecutive blocks mostly share a granule: skip the hash then.
+            if g != self.last_granule || !self.granules_by_class.is_empty() {
+                self.granules.insert(g);
+                if let Some(c) = self.granules_by_class.get_mut(class) {
+                    c.insert(g);
+                }
+            }
+            self.last_granule = g;
+        }
+        *self.bytes_by_stack.entry(stack).or_default() += size as f64;
+        if usable > 0 {
+            self.max_waste = self.max_waste.max(usable.saturating_sub(size) as f64 / usable as f64);
         }
     }
 }
@@ -112,7 +131,6 @@ impl Layout {
         debug_assert!(window.from_ns.is_none() && window.to_ns.is_none());
         let mut l = Layout::new(window, by_class);
         let (mut lo, mut hi) = (u64::MAX, 0u64);
-        let mut last_granule = u64::MAX;
         // Threads in order of their first allocation in time (the file interleaves them).
         let mut first_alloc: IdMap<u32, u64> = IdMap::default();
         let (trace, index) = heaplens_interpret::scan::scan_indexed(
@@ -123,28 +141,7 @@ impl Layout {
                 if e.addr == 0 || !matches!(e.op.class(), OpClass::Alloc | OpClass::Realloc) {
                     return;
                 }
-                let (a, end) = (e.addr, e.addr.saturating_add(e.usable.max(1)));
-                let (a, end) = match l.window.addresses {
-                    Some((wlo, whi)) if a >= whi || end <= wlo => return,
-                    Some((wlo, whi)) => (a.max(wlo), end.min(whi)),
-                    None => (a, end),
-                };
-                l.blocks += 1;
-                let class = crate::bins::size_class(e.usable);
-                for g in a >> GRANULE_SHIFT..=(end - 1) >> GRANULE_SHIFT {
-                    // Consecutive blocks mostly share a granule: skip the hash then.
-                    if g != last_granule || !l.granules_by_class.is_empty() {
-                        l.granules.insert(g);
-                        if let Some(c) = l.granules_by_class.get_mut(class) {
-                            c.insert(g);
-                        }
-                    }
-                    last_granule = g;
-                }
-                *l.bytes_by_stack.entry(e.stack).or_default() += e.size as f64;
-                if e.usable > 0 {
-                    l.max_waste = l.max_waste.max(e.usable.saturating_sub(e.size) as f64 / e.usable as f64);
-                }
+                l.note(e.addr, e.usable, e.size, e.stack);
                 let first = first_alloc.entry(e.tid).or_insert(e.ts);
                 *first = (*first).min(e.ts);
             },

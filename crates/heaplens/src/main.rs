@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod export;
 mod map;
+mod picture;
 mod report;
 mod run;
 mod snapshot;
@@ -164,6 +165,29 @@ pub struct ExportArgs {
     pub metric: ExportMetric,
 }
 
+/// The call sites the pictures give colours of their own (`map`, `timeline`, `view`).
+#[derive(Args, Debug)]
+pub struct SiteArgs {
+    /// Call sites (with `map --color thread`, threads) with a colour of their own, at most 10;
+    /// the rest are grey.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10))]
+    pub top: u64,
+    /// Frames of the program's own code that name a call site (1: the allocating function).
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub depth: u64,
+}
+
+/// The part of the run a picture draws (`map`, `timeline`, `view`).
+#[derive(Args, Debug)]
+pub struct TimeWindowArgs {
+    /// Start of the time window, since the first event (`250ms`, `1.5s`, `2000us`, or ns).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub from: Option<u64>,
+    /// End of the time window, since the first event.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub to: Option<u64>,
+}
+
 /// Arguments of `heaplens map`.
 #[derive(Args, Debug)]
 pub struct MapArgs {
@@ -172,17 +196,17 @@ pub struct MapArgs {
     /// The picture to write: `.png`, or `.svg` (the map as an embedded bitmap, labels as text).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
+    /// Which call sites get colours of their own.
+    #[command(flatten)]
+    pub sites: SiteArgs,
+    /// The part of the run drawn.
+    #[command(flatten)]
+    pub time: TimeWindowArgs,
     /// What colour shows: the call site that allocated the block (its allocating function and
     /// caller, outside the standard and C libraries), its thread, its size class, its waste
     /// (usable minus requested bytes, blue none to red most) or its lifetime.
     #[arg(long, value_enum, default_value_t = MapColor::Function)]
     pub color: MapColor,
-    /// Call sites (or threads) with a colour of their own, at most 10; the rest are grey.
-    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10))]
-    pub top: u64,
-    /// Frames of the program's own code that name a call site (1: the allocating function).
-    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
-    pub depth: u64,
     /// The bias of the antialiasing (Moreta & Telea's equation 1): lower values show thin,
     /// isolated blocks more; 1 is plain coverage antialiasing.
     #[arg(long, default_value_t = 0.3, value_name = "ALPHA", value_parser = parse_alpha)]
@@ -200,12 +224,6 @@ pub struct MapArgs {
     /// Rows of the map (addresses).
     #[arg(long, default_value_t = 640, value_parser = clap::value_parser!(u64).range(64..=16384))]
     pub height: u64,
-    /// Start of the time window, since the first event (`250ms`, `1.5s`, `2000us`, or ns).
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    pub from: Option<u64>,
-    /// End of the time window, since the first event.
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    pub to: Option<u64>,
     /// The address range drawn, `LO-HI` in hexadecimal (`0x55d0c0000000-0x55d0c1000000`).
     #[arg(long, value_name = "LO-HI", value_parser = parse_range)]
     pub addresses: Option<(u64, u64)>,
@@ -245,24 +263,18 @@ pub struct TimelineArgs {
     /// The picture to write: `.png` or `.svg`.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
-    /// Call sites stacked on their own (those holding the most bytes over time), at most 10.
-    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10))]
-    pub top: u64,
-    /// Frames of the program's own code that name a call site (1: the allocating function).
-    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
-    pub depth: u64,
+    /// Which call sites get colours of their own.
+    #[command(flatten)]
+    pub sites: SiteArgs,
+    /// The part of the run drawn.
+    #[command(flatten)]
+    pub time: TimeWindowArgs,
     /// Columns of the chart (time).
     #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u64).range(64..=16384))]
     pub width: u64,
     /// Rows of the chart (bytes).
     #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(64..=16384))]
     pub height: u64,
-    /// Start of the time window, since the first event (`250ms`, `1.5s`, or ns).
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    pub from: Option<u64>,
-    /// End of the time window, since the first event.
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    pub to: Option<u64>,
 }
 
 /// Arguments of `heaplens view`.
@@ -273,22 +285,16 @@ pub struct ViewArgs {
     /// The page to write (`.html`).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
-    /// Call sites with a colour of their own, at most 10.
-    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10))]
-    pub top: u64,
-    /// Frames of the program's own code that name a call site (1: the allocating function).
-    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
-    pub depth: u64,
+    /// Which call sites get colours of their own.
+    #[command(flatten)]
+    pub sites: SiteArgs,
+    /// The part of the run drawn.
+    #[command(flatten)]
+    pub time: TimeWindowArgs,
     /// Most blocks on the page (a browser draws a million in a fraction of a second; beyond,
     /// draw part of the trace with --from/--to/--addresses, or use `heaplens map`).
     #[arg(long, default_value_t = 2_000_000, value_name = "N")]
     pub max_blocks: usize,
-    /// Start of the time window, since the first event (`250ms`, `1.5s`, or ns).
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    pub from: Option<u64>,
-    /// End of the time window, since the first event.
-    #[arg(long, value_name = "TIME", value_parser = parse_time)]
-    pub to: Option<u64>,
     /// The address range, `LO-HI` in hexadecimal.
     #[arg(long, value_name = "LO-HI", value_parser = parse_range)]
     pub addresses: Option<(u64, u64)>,

@@ -1,17 +1,15 @@
 //! `heaplens map`: the time x address picture of the trace (see `heaplens-map`).
 
-use std::io::{self, BufWriter, IsTerminal, Write};
+use std::io::{BufWriter, Write};
 
 use anyhow::Context;
-use heaplens_map::{map_file, Align, Bins, ColorBy, Cushion, MapOptions, Window};
+use heaplens_map::{map_file, Align, Bins, ColorBy, Cushion, MapOptions};
 
+use crate::picture::{is_svg, options, write_to};
 use crate::{MapAlign, MapArgs, MapBins, MapColor, MapCushion};
 
-/// Runs `heaplens map`. The output is opened first, so an unwritable path fails before the
-/// trace is read; a failed map leaves no file behind.
+/// Runs `heaplens map`; a failed map leaves no file behind.
 pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
-    let svg = a.output.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    let file = std::fs::File::create(&a.output).with_context(|| format!("cannot write {}", a.output.display()))?;
     let opts = MapOptions {
         width: a.width as usize,
         height: a.height as usize,
@@ -29,9 +27,6 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
             MapColor::Waste => ColorBy::Waste,
             MapColor::Lifetime => ColorBy::Lifetime,
         },
-        top: a.top as usize,
-        depth: a.depth as usize,
-        window: Window { from_ns: a.from, to_ns: a.to, addresses: a.addresses },
         bins: match a.bins {
             None => Bins::None,
             Some(MapBins::Size) => Bins::Size,
@@ -41,21 +36,15 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
             MapAlign::Time => Align::Time,
             MapAlign::Address => Align::Address,
         },
-        progress: io::stderr().is_terminal(),
+        ..options(&a.sites, &a.time, a.addresses)
     };
-    let written = map_file(&a.trace, &opts).map_err(anyhow::Error::from).and_then(|map| {
+    let map = write_to(&a.output, |file| {
+        let map = map_file(&a.trace, &opts)?;
         let mut out = BufWriter::new(file);
-        let r = if svg { map.scene.write_svg(&mut out) } else { map.scene.write_png(&mut out) };
+        let r = if is_svg(&a.output) { map.scene.write_svg(&mut out) } else { map.scene.write_png(&mut out) };
         r.and_then(|()| out.flush()).with_context(|| format!("cannot write {}", a.output.display()))?;
         Ok(map)
-    });
-    let map = match written {
-        Ok(m) => m,
-        Err(e) => {
-            let _ = std::fs::remove_file(&a.output);
-            return Err(e);
-        }
-    };
+    })?;
     for d in &map.damage {
         eprintln!("heaplens: warning: {}: damaged trace, drawn as far as it reads: {d}", a.trace.display());
     }

@@ -5,23 +5,18 @@ use std::io::{self, IsTerminal};
 
 use anyhow::Context;
 use heaplens_map::page::{page_file, Extras};
-use heaplens_map::{MapOptions, Window};
+use std::io::Write;
 
+use crate::picture::{options, write_to};
 use crate::ViewArgs;
 
-/// Runs `heaplens view`. The output is written only once the page is whole.
+/// Runs `heaplens view`; a failed page leaves no file behind.
 pub fn execute(a: &ViewArgs) -> anyhow::Result<()> {
-    // Fail on an unwritable path before the work.
-    std::fs::File::create(&a.output).with_context(|| format!("cannot write {}", a.output.display()))?;
-    let made = build(a);
-    let page = match made {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = std::fs::remove_file(&a.output);
-            return Err(e);
-        }
-    };
-    std::fs::write(&a.output, page.html).with_context(|| format!("cannot write {}", a.output.display()))?;
+    let page = write_to(&a.output, |mut file| {
+        let page = build(a)?;
+        file.write_all(page.html.as_bytes()).with_context(|| format!("cannot write {}", a.output.display()))?;
+        Ok(page)
+    })?;
     eprintln!(
         "heaplens: wrote {} blocks to {} (open it in a browser; it needs no network)",
         page.blocks,
@@ -51,12 +46,6 @@ fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = MapOptions {
-        top: a.top as usize,
-        depth: a.depth as usize,
-        window: Window { from_ns: a.from, to_ns: a.to, addresses: a.addresses },
-        progress,
-        ..MapOptions::default()
-    };
+    let opts = options(&a.sites, &a.time, a.addresses);
     Ok(page_file(&a.trace, &opts, a.max_blocks, &Extras { report_text: text, flame_graphs })?)
 }
