@@ -22,6 +22,7 @@ pub mod merge;
 pub mod paths;
 pub mod progress;
 pub mod scan;
+pub mod split;
 pub mod symbolize;
 pub mod threaded;
 pub mod view;

@@ -41,7 +41,7 @@ pub fn scan_indexed(path: &Path, f: &mut dyn FnMut(&Event), progress: bool) -> R
 fn scan_into(path: &Path, f: &mut dyn FnMut(&Event), progress: bool) -> Result<(Trace, u64, Vec<BlockAt>), LoadError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let bar = Progress::bytes(progress, size, "scanning trace");
-    let mut sink = Scan { f, pool: CursorPool::default(), malformed: 0, blocks: Vec::new() };
+    let mut sink = Scan { f, pool: CursorPool::default(), malformed: 0, blocks: Vec::new(), to: None };
     let t = Trace::load_into(path, Some(&bar), &mut sink)?;
     bar.finish();
     if t.aggregate.is_some() {
@@ -50,21 +50,80 @@ fn scan_into(path: &Path, f: &mut dyn FnMut(&Event), progress: bool) -> Result<(
     Ok((t, sink.malformed, sink.blocks))
 }
 
+/// [`scan_indexed`] on two processors: this thread reads the file and a second decodes
+/// payloads whenever it is free, this thread the others. Each event goes to `f` with the
+/// state of the thread that decoded it (`states[0]` here, `states[1]` there), so a view that
+/// sums over events gets two partial sums to add up; a payload's events stay together and in
+/// order, but payloads reach the two states in no set order.
+///
+/// # Errors
+/// As [`scan`].
+pub fn scan_split<S: Send>(
+    path: &Path,
+    states: [S; 2],
+    f: &(dyn Fn(&mut S, &Event) + Sync),
+    progress: bool,
+) -> Result<(Trace, EventIndex, [S; 2]), LoadError> {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let bar = Progress::bytes(progress, size, "scanning trace");
+    let [mut mine, theirs] = states;
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+    let (loaded, theirs) = std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("heaplens-scan".into())
+            .spawn_scoped(scope, move || {
+                let mut st = theirs;
+                let mut pool = CursorPool::default();
+                for payload in rx {
+                    decode(&payload, &mut pool, &mut |e| f(&mut st, e));
+                }
+                st
+            })
+            .expect("cannot start a thread");
+        let mut g = |e: &Event| f(&mut mine, e);
+        let mut sink = Scan { f: &mut g, pool: CursorPool::default(), malformed: 0, blocks: Vec::new(), to: Some(tx) };
+        let loaded = Trace::load_into(path, Some(&bar), &mut sink);
+        sink.to = None;
+        let (malformed, blocks) = (sink.malformed, sink.blocks);
+        (loaded.map(|t| (t, malformed, blocks)), worker.join().expect("the scan's thread panicked"))
+    });
+    bar.finish();
+    let (t, _, blocks) = loaded?;
+    if t.aggregate.is_some() {
+        return Err(LoadError::NoEvents { path: path.into() });
+    }
+    Ok((t, EventIndex { blocks }, [mine, theirs]))
+}
+
+/// Calls `f` with the events of `payload`; whether it was malformed.
+fn decode(payload: &[u8], pool: &mut CursorPool, f: &mut dyn FnMut(&Event)) -> bool {
+    let mut c = Cursor::open(payload, pool);
+    while let Some(e) = c.next_event() {
+        f(&e);
+    }
+    c.close(pool)
+}
+
 struct Scan<'f> {
     f: &'f mut dyn FnMut(&Event),
     pool: CursorPool,
     malformed: u64,
     blocks: Vec<BlockAt>,
+    /// Another thread decoding payloads when it is free ([`scan_split`]).
+    to: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
 }
 
 impl Sink for Scan<'_> {
     fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>, offset: u64) {
-        self.blocks.push(BlockAt { tid, offset });
-        let mut c = Cursor::open(&payload, &mut self.pool);
-        while let Some(e) = c.next_event() {
-            (self.f)(&e);
-        }
-        if c.close(&mut self.pool) {
+        self.blocks.push(BlockAt::new(tid, offset, &payload));
+        let payload = match &self.to {
+            Some(to) => match to.try_send(payload) {
+                Ok(()) => return,
+                Err(std::sync::mpsc::TrySendError::Full(p) | std::sync::mpsc::TrySendError::Disconnected(p)) => p,
+            },
+            None => payload,
+        };
+        if decode(&payload, &mut self.pool, self.f) {
             self.malformed += 1;
         }
     }

@@ -230,7 +230,7 @@ pub fn replay_indexed(
     let disk = Arc::new(DiskBlocks::new(file));
     let (mut m, tids) = Merger::on_disk(disk.clone(), &index.blocks);
     let bar = Progress::bytes(progress, size, "replaying");
-    let mut l = Lifetimes { view, clock: t.clock, tids, live: IdMap::default(), runs: 0, bar: &bar, disk: &disk };
+    let mut l = Lifetimes::new(view, t.clock, tids, &bar, &disk);
     m.run(&mut l, u64::MAX);
     bar.finish();
     // Events payloads that stopped decoding part-way are damage the first pass cannot see.
@@ -247,25 +247,38 @@ struct Index {
 }
 
 impl Sink for Index {
-    fn events(&mut self, _t: &mut Trace, tid: u32, _payload: Vec<u8>, offset: u64) {
-        self.blocks.push(BlockAt { tid, offset });
+    fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>, offset: u64) {
+        self.blocks.push(BlockAt::new(tid, offset, &payload));
     }
 }
 
 /// Pairs releases with the allocations they end, for a [`View`].
-struct Lifetimes<'v> {
-    view: &'v mut dyn View,
+pub(crate) struct Lifetimes<'v> {
+    pub(crate) view: &'v mut dyn View,
     clock: TimeMap,
     /// Thread id per stream.
     tids: Vec<u32>,
-    live: IdMap<u64, Block>,
+    pub(crate) live: IdMap<u64, Block>,
     /// Runs replayed, and where the bar shows how far into the file they are.
     runs: u64,
     bar: &'v Progress,
     disk: &'v DiskBlocks,
+    /// In the later half of a split replay (`crate::split`), the releases of non-zero
+    /// addresses not live here, in order: the earlier half may hold their blocks.
+    pub(crate) deferred: Option<Vec<Release>>,
 }
 
-impl Lifetimes<'_> {
+impl<'v> Lifetimes<'v> {
+    pub(crate) fn new(
+        view: &'v mut dyn View,
+        clock: TimeMap,
+        tids: Vec<u32>,
+        bar: &'v Progress,
+        disk: &'v DiskBlocks,
+    ) -> Self {
+        Lifetimes { view, clock, tids, live: IdMap::default(), runs: 0, bar, disk, deferred: None }
+    }
+
     fn block(&self, e: &Event, tid: u32) -> Block {
         Block {
             ts: self.clock.to_ns(e.ts),
@@ -282,7 +295,12 @@ impl Lifetimes<'_> {
         let r = Release { ts: self.clock.to_ns(e.ts), tid, addr, op: e.op };
         match (addr != 0).then(|| self.live.remove(&addr)).flatten() {
             Some(b) => self.view.deallocation(&r, &b),
-            None => self.view.unmatched(&r),
+            None => {
+                if let Some(d) = self.deferred.as_mut().filter(|_| addr != 0) {
+                    d.push(r);
+                }
+                self.view.unmatched(&r)
+            }
         }
     }
 

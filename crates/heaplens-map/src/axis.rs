@@ -30,6 +30,8 @@ pub struct Segment {
 pub struct AddressAxis {
     /// The segments.
     pub segments: Vec<Segment>,
+    /// Rows per byte of each segment.
+    per_byte: Vec<f64>,
 }
 
 impl AddressAxis {
@@ -75,8 +77,9 @@ impl AddressAxis {
                 y += r + GAP_ROWS;
                 s
             })
-            .collect();
-        AddressAxis { segments }
+            .collect::<Vec<Segment>>();
+        let per_byte = segments.iter().map(|s| (s.y1 - s.y0) / (s.hi - s.lo) as f64).collect();
+        AddressAxis { segments, per_byte }
     }
 
     /// The index of the segment holding `addr`.
@@ -89,7 +92,7 @@ impl AddressAxis {
     pub fn rows(&self, addr: u64, size: u64) -> Option<(f64, f64)> {
         let i = self.segments.partition_point(|s| s.hi <= addr);
         let s = self.segments.get(i).filter(|s| s.lo <= addr)?;
-        let per_byte = (s.y1 - s.y0) / (s.hi - s.lo) as f64;
+        let per_byte = self.per_byte[i];
         let y0 = s.y0 + (addr - s.lo) as f64 * per_byte;
         let end = addr.saturating_add(size.max(1)).min(s.hi);
         Some((y0, s.y0 + (end - s.lo) as f64 * per_byte))

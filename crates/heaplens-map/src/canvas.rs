@@ -15,6 +15,8 @@
 //! Memory is set by the pixels, not the blocks: five sums per pixel, plus five per pixel of
 //! running sums for the columns a block covers whole (added at its first full column and taken
 //! off after its last, so a block lasting the whole run costs its height, not its width).
+//! Pixels are stored a column after another: blocks come in time order, so the pixels being
+//! drawn lie in a few columns, which then fit in the processor's cache.
 
 use crate::color::{Rgb, BACKGROUND};
 use crate::cushion::Cushion;
@@ -44,11 +46,50 @@ pub struct Canvas {
     alpha: f32,
     antialias: bool,
     cushion: Cushion,
+    /// Column-major: pixel `(col, row)` at `col * height + row`.
     pixels: Vec<Sums>,
-    /// Per row, `width + 1` differences of the sums of whole columns.
+    /// Per row, `width + 1` differences of the sums of whole columns (column-major too).
     runs: Vec<Sums>,
-    /// Without antialiasing: the last colour drawn in each pixel.
+    /// Without antialiasing: the last colour drawn in each pixel (column-major).
     last: Vec<Option<Rgb>>,
+    /// `f^alpha` (see [`Power`]).
+    power: Power,
+}
+
+/// `f^alpha` for `f` in `(0, 1]`, interpolated in a table indexed by the float's exponent and
+/// first 7 bits of mantissa (exact at those points, a relative error under 1e-4 between),
+/// since every pixel a block touches takes one and `powf` was a tenth of the map's time.
+struct Power {
+    table: Vec<f32>,
+    alpha: f32,
+}
+
+impl Power {
+    const SHIFT: u32 = 16;
+
+    fn new(alpha: f32) -> Power {
+        // Exponents up to 127 (f below 2), and the end of the last range.
+        let n = (128usize << 7) + 1;
+        let table = (0..n).map(|i| f32::from_bits((i as u32) << Self::SHIFT).powf(alpha)).collect();
+        Power { table, alpha }
+    }
+
+    #[inline(always)]
+    fn of(&self, f: f32) -> f32 {
+        let bits = f.to_bits();
+        let i = (bits >> Self::SHIFT) as usize;
+        match (self.table.get(i), self.table.get(i + 1)) {
+            (Some(&a), Some(&b)) => a + (b - a) * ((bits & 0xffff) as f32 * (1.0 / 65536.0)),
+            _ => f.powf(self.alpha),
+        }
+    }
+}
+
+/// The ceiling of `x >= 0`.
+#[inline(always)]
+fn ceil(x: f64) -> usize {
+    let t = x as usize;
+    t + usize::from((t as f64) < x)
 }
 
 impl Canvas {
@@ -66,6 +107,7 @@ impl Canvas {
             pixels: if antialias { vec![Sums::default(); n] } else { Vec::new() },
             runs: if antialias { vec![Sums::default(); (width + 1) * height] } else { Vec::new() },
             last: if antialias { Vec::new() } else { vec![None; n] },
+            power: Power::new(if antialias { alpha } else { 1.0 }),
         }
     }
 
@@ -80,10 +122,12 @@ impl Canvas {
         if !self.antialias {
             return self.naive(cx0, cx1, cy0, cy1, y0, y1, rgb);
         }
-        let first_col = cx0.floor() as usize;
-        let last_col = ((cx1.ceil() as usize).max(first_col + 1) - 1).min(self.width - 1);
-        let first_row = cy0.floor() as usize;
-        let last_row = ((cy1.ceil() as usize).max(first_row + 1) - 1).min(self.height - 1);
+        // Truncation is floor for these non-negative values (and, unlike `floor`, not a call
+        // into libm without SSE4.1).
+        let first_col = cx0 as usize;
+        let last_col = (ceil(cx1).max(first_col + 1) - 1).min(self.width - 1);
+        let first_row = cy0 as usize;
+        let last_row = (ceil(cy1).max(first_row + 1) - 1).min(self.height - 1);
         for row in first_row..=last_row {
             let (lo, hi) = (cy0.max(row as f64), cy1.min(row as f64 + 1.0));
             if hi <= lo {
@@ -101,15 +145,15 @@ impl Canvas {
             self.add(row, last_col, (cx1 - last_col as f64) as f32 * fy, shaded);
             if last_col > first_col + 1 {
                 let s = self.sums(fy, shaded);
-                let base = row * (self.width + 1);
-                self.runs[base + first_col + 1].add(&s, 1.0);
-                self.runs[base + last_col].add(&s, -1.0);
+                let h = self.height;
+                self.runs[(first_col + 1) * h + row].add(&s, 1.0);
+                self.runs[last_col * h + row].add(&s, -1.0);
             }
         }
     }
 
     fn sums(&self, f: f32, rgb: Rgb) -> Sums {
-        let weight = f.powf(self.alpha);
+        let weight = self.power.of(f);
         Sums { weight, rgb: [weight * rgb[0], weight * rgb[1], weight * rgb[2]], cover: f }
     }
 
@@ -118,7 +162,7 @@ impl Canvas {
             return;
         }
         let s = self.sums(f, rgb);
-        self.pixels[row * self.width + col].add(&s, 1.0);
+        self.pixels[col * self.height + row].add(&s, 1.0);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -129,7 +173,23 @@ impl Canvas {
         for row in rows {
             let l = self.cushion.at(((row as f64 + 0.5 - y0) / (y1 - y0)) as f32);
             for col in cols.clone() {
-                self.last[row * self.width + col] = Some([rgb[0] * l, rgb[1] * l, rgb[2] * l]);
+                self.last[col * self.height + row] = Some([rgb[0] * l, rgb[1] * l, rgb[2] * l]);
+            }
+        }
+    }
+
+    /// Adds the blocks drawn on `other`, a canvas of the same size and options (the sums add
+    /// up; without antialiasing, `other`'s blocks are taken as drawn last).
+    pub fn join(&mut self, other: Canvas) {
+        for (p, o) in self.pixels.iter_mut().zip(&other.pixels) {
+            p.add(o, 1.0);
+        }
+        for (r, o) in self.runs.iter_mut().zip(&other.runs) {
+            r.add(o, 1.0);
+        }
+        for (l, o) in self.last.iter_mut().zip(other.last) {
+            if o.is_some() {
+                *l = o;
             }
         }
     }
@@ -140,21 +200,22 @@ impl Canvas {
         if !self.antialias {
             for row in (0..self.height).rev() {
                 for col in 0..self.width {
-                    out.push(crate::color::to_u8(self.last[row * self.width + col].unwrap_or(BACKGROUND)));
+                    out.push(crate::color::to_u8(self.last[col * self.height + row].unwrap_or(BACKGROUND)));
                 }
             }
             return out;
         }
-        for row in 0..self.height {
-            let mut run = Sums::default();
-            for col in 0..self.width {
-                run.add(&self.runs[row * (self.width + 1) + col], 1.0);
-                self.pixels[row * self.width + col].add(&run, 1.0);
+        let h = self.height;
+        let mut run = vec![Sums::default(); h];
+        for col in 0..self.width {
+            for (row, r) in run.iter_mut().enumerate() {
+                r.add(&self.runs[col * h + row], 1.0);
+                self.pixels[col * h + row].add(r, 1.0);
             }
         }
         for row in (0..self.height).rev() {
             for col in 0..self.width {
-                out.push(crate::color::to_u8(self.resolve(&self.pixels[row * self.width + col])));
+                out.push(crate::color::to_u8(self.resolve(&self.pixels[col * h + row])));
             }
         }
         out
@@ -194,6 +255,32 @@ mod tests {
         let mut naive = Canvas::new(4, 4, 0.3, false, Cushion::None);
         naive.rect(1.2, 1.25, 2.1, 2.12, RED);
         assert!(naive.finish().iter().all(|p| *p == [255, 255, 255]));
+    }
+
+    #[test]
+    fn the_power_table_is_powf_within_a_ten_thousandth() {
+        for alpha in [0.1f32, 0.3, 0.7, 1.0] {
+            let p = Power::new(alpha);
+            for k in 1..100_000 {
+                let f = (k as f32 / 100_000.0).powi(3);
+                let (got, want) = (p.of(f), f.powf(alpha));
+                assert!((got - want).abs() <= want * 1e-4, "{f}^{alpha}: {got} for {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn two_canvases_joined_are_one_canvas_with_both_blocks() {
+        let blocks = [(0.5, 7.5, 0.2, 0.3, RED), (2.0, 9.0, 0.0, 1.0, [0.0, 0.0, 1.0]), (3.2, 3.3, 0.5, 0.6, RED)];
+        let mut one = Canvas::new(10, 1, 0.3, true, Cushion::Plateau);
+        let (mut a, mut b) =
+            (Canvas::new(10, 1, 0.3, true, Cushion::Plateau), Canvas::new(10, 1, 0.3, true, Cushion::Plateau));
+        for (i, &(x0, x1, y0, y1, c)) in blocks.iter().enumerate() {
+            one.rect(x0, x1, y0, y1, c);
+            if i == 1 { &mut b } else { &mut a }.rect(x0, x1, y0, y1, c);
+        }
+        a.join(b);
+        assert_eq!(a.finish(), one.finish());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! still live), and the bytes in use followed for the occupancy bar.
 
 use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::split::{Half, Joinable};
 use heaplens_interpret::view::{Block, Release, View};
 
 use crate::axis::AddressAxis;
@@ -35,6 +36,7 @@ pub struct Palette {
 }
 
 /// Which view a block is drawn in.
+#[derive(Clone)]
 pub enum Binning {
     /// One view.
     One,
@@ -76,19 +78,25 @@ pub struct Painter<'a> {
     /// The window: `[t0, t1]`, `CLOCK_MONOTONIC` ns.
     t0: u64,
     t1: u64,
-    ns_per_col: f64,
+    cols_per_ns: f64,
+    /// Columns per nanosecond as a 64.64 fixed-point number, for the columns of events.
+    cols_per_ns_fixed: u128,
     /// The trace's last event, where live blocks end.
     end_ts: u64,
     started: bool,
     /// Columns of the bar per column of a view.
     bar_scale: f64,
+    /// The colour of the stack drawn last.
+    last_color: (u32, Rgb),
 }
 
 impl<'a> Painter<'a> {
     /// A painter for the window `[t0, t1]` on `views` (`width` columns of time each), the
-    /// whole picture's bytes in use followed over `bar_width` columns.
+    /// whole picture's bytes in use followed over `bar_width` columns, for `half` of a replay
+    /// (see [`heaplens_interpret::split`]).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
+        half: Half,
         views: Vec<ViewCanvas>,
         binning: Binning,
         width: usize,
@@ -98,7 +106,7 @@ impl<'a> Painter<'a> {
         (t0, t1): (u64, u64),
         end_ts: u64,
     ) -> Painter<'a> {
-        let ns_per_col = (t1.saturating_sub(t0)).max(1) as f64 / width as f64;
+        let span = (t1.saturating_sub(t0)).max(1);
         Painter {
             views,
             occupancy: Occupancy::new(bar_width),
@@ -108,17 +116,34 @@ impl<'a> Painter<'a> {
             color_by,
             t0,
             t1,
-            ns_per_col,
+            cols_per_ns: width as f64 / span as f64,
+            cols_per_ns_fixed: ((width as u128) << 64) / span as u128,
             end_ts,
-            started: false,
+            // A later half's bar starts at the cut, not at the window's start.
+            started: half == Half::Later,
+            last_color: (u32::MAX, OTHER),
+        }
+    }
+
+    /// Marks a release of a block allocated before this replay (see [`Occupancy::mark`]).
+    fn released_unseen(&mut self, r: &Release) {
+        let col = self.col(r.ts);
+        let bar = col.map(|c| (c as f64 * self.bar_scale) as usize);
+        self.occupancy.mark();
+        self.occupancy.event(bar, 0);
+        if self.views.len() > 1 {
+            for v in &mut self.views {
+                v.occupancy.mark_tentative(col);
+            }
         }
     }
 
     fn x(&self, ts: u64) -> f64 {
-        (ts as f64 - self.t0 as f64) / self.ns_per_col
+        (ts as f64 - self.t0 as f64) * self.cols_per_ns
     }
 
     /// The column of `ts` in a view, `None` outside the window.
+    #[inline]
     fn col(&mut self, ts: u64) -> Option<usize> {
         if ts < self.t0 || ts > self.t1 {
             return None;
@@ -130,23 +155,33 @@ impl<'a> Painter<'a> {
                 v.occupancy.start();
             }
         }
-        Some(self.x(ts) as usize)
+        Some(((u128::from(ts - self.t0) * self.cols_per_ns_fixed) >> 64) as usize)
     }
 
+    #[inline]
     fn occupied(&mut self, b: &Block, ts: u64, delta: i64) {
         let col = self.col(ts);
-        self.occupancy.event(col.map(|c| (c as f64 * self.bar_scale) as usize), delta);
         // A single view's bar is the picture's.
-        if self.views.len() > 1 {
+        if self.views.len() == 1 {
+            return self.occupancy.event(col, delta);
+        }
+        self.occupancy.event(col.map(|c| (c as f64 * self.bar_scale) as usize), delta);
+        {
             if let Some(v) = self.binning.view(b) {
                 self.views[v].occupancy.event(col, delta);
             }
         }
     }
 
-    fn color(&self, b: &Block, lifetime: Option<u64>) -> Rgb {
+    fn color(&mut self, b: &Block, lifetime: Option<u64>) -> Rgb {
         match self.color_by {
-            ColorBy::Function => self.palette.stacks.get(&b.stack).copied().unwrap_or(OTHER),
+            ColorBy::Function => {
+                // Blocks of one stack come in runs.
+                if self.last_color.0 != b.stack {
+                    self.last_color = (b.stack, self.palette.stacks.get(&b.stack).copied().unwrap_or(OTHER));
+                }
+                self.last_color.1
+            }
             ColorBy::Thread => self.palette.threads.get(&b.tid).copied().unwrap_or(OTHER),
             ColorBy::Size => blue_to_red(((b.usable.max(1) as f32).log2() - 4.0) / 16.0),
             ColorBy::Waste => {
@@ -188,6 +223,12 @@ impl View for Painter<'_> {
         self.occupied(b, r.ts, -(b.size as i64));
     }
 
+    fn unmatched(&mut self, r: &Release) {
+        if r.addr != 0 {
+            self.released_unseen(r);
+        }
+    }
+
     fn overwritten(&mut self, b: &Block) {
         // Its release was not seen: it leaves the bytes in use, at no column.
         self.occupancy.event(None, -(b.size as i64));
@@ -202,6 +243,28 @@ impl View for Painter<'_> {
         let end = self.end_ts;
         for b in live {
             self.draw(b, end, None);
+        }
+    }
+}
+
+impl Joinable for Painter<'_> {
+    fn join(&mut self, later: Self, releases: &[(Release, Option<Block>)]) {
+        let size = |b: &Option<Block>| b.map(|b| b.size);
+        let sizes: Vec<Option<u64>> = releases.iter().map(|(_, b)| size(b)).collect();
+        self.occupancy.join(later.occupancy, &sizes);
+        let several = self.views.len() > 1;
+        for (k, (v, lv)) in self.views.iter_mut().zip(later.views).enumerate() {
+            v.canvas.join(lv.canvas);
+            if several {
+                let in_view = |b: &Option<Block>| b.filter(|b| self.binning.view(b) == Some(k));
+                let sizes: Vec<Option<u64>> = releases.iter().map(|(_, b)| size(&in_view(b))).collect();
+                v.occupancy.join(lv.occupancy, &sizes);
+            }
+        }
+        for (r, b) in releases {
+            if let Some(b) = b {
+                self.draw(b, r.ts, Some(r.ts.saturating_sub(b.ts)));
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::view::{Block, Release, View};
-use heaplens_trace::OpClass;
+use heaplens_trace::{Event, OpClass};
 use rustc_hash::FxHashSet as HashSet;
 
 use crate::axis::GRANULE_SHIFT;
@@ -45,7 +45,15 @@ pub struct Layout {
     thread_seen: HashSet<u32>,
     /// The granule [`Layout::note`] marked last.
     last_granule: u64,
+    /// Bytes per stack below [`DENSE_STACKS`], by index, when `dense` (the scan's: a vector
+    /// costs less than a map per block).
+    dense_bytes: Vec<f64>,
+    dense: bool,
 }
+
+/// Stacks counted in [`Layout::dense_bytes`]; the trie's node ids are dense, so this is the
+/// first million nodes.
+const DENSE_STACKS: u32 = 1 << 20;
 
 impl Layout {
     /// A first pass over the blocks in `window`; `by_class` notes the granules of each size
@@ -107,9 +115,77 @@ impl Layout {
             }
             self.last_granule = g;
         }
-        *self.bytes_by_stack.entry(stack).or_default() += size as f64;
+        if self.dense && stack < DENSE_STACKS {
+            let i = stack as usize;
+            if i >= self.dense_bytes.len() {
+                self.dense_bytes.resize((i + 1).next_power_of_two(), 0.0);
+            }
+            self.dense_bytes[i] += size as f64;
+        } else {
+            *self.bytes_by_stack.entry(stack).or_default() += size as f64;
+        }
         if usable > 0 {
             self.max_waste = self.max_waste.max(usable.saturating_sub(size) as f64 / usable as f64);
+        }
+    }
+}
+
+/// What one thread of the scan found (see [`Layout::scan`]).
+struct Scanned {
+    layout: Layout,
+    /// The earliest and latest timestamps, in the trace's units.
+    lo: u64,
+    hi: u64,
+    /// The first allocation of each thread, in the trace's units.
+    first_alloc: IdMap<u32, u64>,
+    /// The thread of the last allocation (a payload's events are one thread's, in order).
+    last_tid: u32,
+}
+
+impl Scanned {
+    fn new(window: Window, by_class: bool) -> Scanned {
+        let mut layout = Layout::new(window, by_class);
+        layout.dense = true;
+        Scanned { layout, lo: u64::MAX, hi: 0, first_alloc: IdMap::default(), last_tid: u32::MAX }
+    }
+
+    fn event(&mut self, e: &Event) {
+        self.lo = self.lo.min(e.ts);
+        self.hi = self.hi.max(e.ts);
+        if e.addr == 0 || !matches!(e.op.class(), OpClass::Alloc | OpClass::Realloc) {
+            return;
+        }
+        self.layout.note(e.addr, e.usable, e.size, e.stack);
+        if e.tid != self.last_tid {
+            self.last_tid = e.tid;
+            let first = self.first_alloc.entry(e.tid).or_insert(e.ts);
+            *first = (*first).min(e.ts);
+        }
+    }
+
+    /// Adds what `o` found.
+    fn absorb(&mut self, o: Scanned) {
+        let (l, m) = (&mut self.layout, o.layout);
+        l.granules.extend(m.granules);
+        for (c, g) in l.granules_by_class.iter_mut().zip(m.granules_by_class) {
+            c.extend(g);
+        }
+        if l.dense_bytes.len() < m.dense_bytes.len() {
+            l.dense_bytes.resize(m.dense_bytes.len(), 0.0);
+        }
+        for (a, b) in l.dense_bytes.iter_mut().zip(m.dense_bytes) {
+            *a += b;
+        }
+        for (stack, b) in m.bytes_by_stack {
+            *l.bytes_by_stack.entry(stack).or_default() += b;
+        }
+        l.max_waste = l.max_waste.max(m.max_waste);
+        l.blocks += m.blocks;
+        self.lo = self.lo.min(o.lo);
+        self.hi = self.hi.max(o.hi);
+        for (tid, ts) in o.first_alloc {
+            let first = self.first_alloc.entry(tid).or_insert(ts);
+            *first = (*first).min(ts);
         }
     }
 }
@@ -117,8 +193,8 @@ impl Layout {
 impl Layout {
     /// The first pass without a time window: only allocations matter (each block's granules,
     /// bytes per stack, thread, waste) and the time span, so the trace is scanned
-    /// ([`heaplens_interpret::scan`]) rather than replayed. Timestamps are converted once the
-    /// file is read.
+    /// ([`heaplens_interpret::scan::scan_split`], on two processors) rather than replayed.
+    /// Timestamps are converted once the file is read.
     pub fn scan(
         path: &std::path::Path,
         window: Window,
@@ -129,30 +205,22 @@ impl Layout {
         heaplens_interpret::load::LoadError,
     > {
         debug_assert!(window.from_ns.is_none() && window.to_ns.is_none());
-        let mut l = Layout::new(window, by_class);
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let states = [Scanned::new(window, by_class), Scanned::new(window, by_class)];
+        let (trace, index, [mut s, other]) =
+            heaplens_interpret::scan::scan_split(path, states, &|s: &mut Scanned, e| s.event(e), progress)?;
+        s.absorb(other);
+        let mut l = s.layout;
+        for (stack, b) in std::mem::take(&mut l.dense_bytes).into_iter().enumerate().filter(|(_, b)| *b > 0.0) {
+            *l.bytes_by_stack.entry(stack as u32).or_default() += b;
+        }
+        l.dense = false;
         // Threads in order of their first allocation in time (the file interleaves them).
-        let mut first_alloc: IdMap<u32, u64> = IdMap::default();
-        let (trace, index) = heaplens_interpret::scan::scan_indexed(
-            path,
-            &mut |e| {
-                lo = lo.min(e.ts);
-                hi = hi.max(e.ts);
-                if e.addr == 0 || !matches!(e.op.class(), OpClass::Alloc | OpClass::Realloc) {
-                    return;
-                }
-                l.note(e.addr, e.usable, e.size, e.stack);
-                let first = first_alloc.entry(e.tid).or_insert(e.ts);
-                *first = (*first).min(e.ts);
-            },
-            progress,
-        )?;
-        let mut threads: Vec<(u64, u32)> = first_alloc.iter().map(|(&tid, &ts)| (ts, tid)).collect();
+        let mut threads: Vec<(u64, u32)> = s.first_alloc.iter().map(|(&tid, &ts)| (ts, tid)).collect();
         threads.sort_unstable();
         l.threads = threads.into_iter().map(|(_, tid)| tid).collect();
-        if hi >= lo {
-            l.first_ts = Some(trace.clock.to_ns(lo));
-            l.last_ts = trace.clock.to_ns(hi);
+        if s.hi >= s.lo {
+            l.first_ts = Some(trace.clock.to_ns(s.lo));
+            l.last_ts = trace.clock.to_ns(s.hi);
         }
         Ok((l, trace, index))
     }

@@ -2,13 +2,15 @@
 //! (reference 003): time on x, address on y, one rectangle per block from its allocation to its
 //! release (or to the end of the trace, for a block live at exit).
 //!
-//! Two passes over the public replay ([`heaplens_interpret::view`]): the first
-//! ([`layout`]) finds the time span, the address ranges the blocks touch (for the compacted
-//! axis, [`axis`]) and the bytes per stack (for the top functions' colours); the second
-//! ([`draw`]) draws each block into a [`canvas::Canvas`] of bias-weighted antialiasing sums
-//! with shaded [`cushion`]s, and follows the bytes in use for the [`occupancy`] bar. Memory is
-//! set by the pixels and the live blocks, not by the trace. The result is a [`scene::Scene`],
-//! written as PNG or SVG.
+//! Two passes over the trace: the first ([`layout`], a scan of the events on two processors,
+//! or a replay for a time window) finds the time span, the address ranges the blocks touch
+//! (for the compacted axis, [`axis`]) and the bytes per stack (for the top functions'
+//! colours); the second ([`draw`], a replay of [`heaplens_interpret::view`]) draws each block
+//! into a [`canvas::Canvas`] of bias-weighted antialiasing sums with shaded [`cushion`]s, and
+//! follows the bytes in use for the [`occupancy`] bar. The second replays the two halves of a
+//! large trace at once ([`heaplens_interpret::split`]) into two canvases that add up. Memory is
+//! set by the pixels and the live blocks, not by the trace. The result is a
+//! [`scene::Scene`], written as PNG or SVG.
 
 #![warn(missing_docs)]
 
@@ -31,6 +33,7 @@ use std::path::Path;
 
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::load::{LoadError, Trace};
+use heaplens_interpret::split::{replay_split, Half, Ran};
 use heaplens_interpret::threaded::run_threaded;
 use heaplens_interpret::view::{replay_indexed, replay_with_progress, EventIndex, View};
 
@@ -73,6 +76,10 @@ pub struct MapOptions {
     pub align: Align,
     /// Progress bars on stderr.
     pub progress: bool,
+    /// Events payload bytes from which the drawing pass replays the two halves of the trace
+    /// at once, on two processors, when no time window is asked for (see
+    /// [`heaplens_interpret::split`]); `usize::MAX`: never.
+    pub split_min_bytes: usize,
 }
 
 impl Default for MapOptions {
@@ -90,6 +97,7 @@ impl Default for MapOptions {
             bins: Bins::None,
             align: Align::Time,
             progress: false,
+            split_min_bytes: heaplens_interpret::split::MIN_BYTES,
         }
     }
 }
@@ -139,6 +147,9 @@ pub struct Map {
     pub peak_bytes: u64,
     /// What was wrong with the trace (truncated, damaged blocks); empty when it read whole.
     pub damage: Vec<String>,
+    /// Whether the blocks were drawn in two halves of the trace at once
+    /// ([`MapOptions::split_min_bytes`]).
+    pub halves: bool,
 }
 
 /// Draws the map of the trace at `path`.
@@ -190,18 +201,33 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
         (_, Align::Time) => (o.width, ((o.height.saturating_sub((n - 1) * compose::VIEW_GAP)) / n).max(24)),
         (_, Align::Address) => (((o.width.saturating_sub((n - 1) * compose::VIEW_GAP)) / n).max(24), o.height),
     };
-    let views: Vec<ViewCanvas> = granules
-        .into_iter()
-        .map(|g| ViewCanvas {
-            canvas: Canvas::new(vw, vh, o.alpha, o.antialias, o.cushion),
-            axis: AddressAxis::new(g, vh as f64, 12.0),
-            occupancy: occupancy::Occupancy::new(vw),
-        })
-        .collect();
     let bar_width = if n > 1 && o.align == Align::Address { n * vw + (n - 1) * compose::VIEW_GAP } else { vw };
-    let mut painter = Painter::new(views, binning, vw, bar_width, &palette, o.color_by, (t0, t1), layout.last_ts);
-    // The drawing overlaps the replay, on a thread of its own.
-    let trace = run_threaded(&mut painter, |v| second_pass(path, trace, index, v, o.progress))?;
+    let painter = |half: Half| {
+        let views: Vec<ViewCanvas> = granules
+            .iter()
+            .map(|g| ViewCanvas {
+                canvas: Canvas::new(vw, vh, o.alpha, o.antialias, o.cushion),
+                axis: AddressAxis::new(g.clone(), vh as f64, 12.0),
+                occupancy: occupancy::Occupancy::new(vw),
+            })
+            .collect();
+        Painter::new(half, views, binning.clone(), vw, bar_width, &palette, o.color_by, (t0, t1), layout.last_ts)
+    };
+    let mut halves = false;
+    let (trace, painter) = match index {
+        // Two halves of the replay drawn at once, on two processors.
+        Some(index) => {
+            let (trace, painter, ran) = replay_split(path, trace, &index, painter, o.progress, o.split_min_bytes)?;
+            halves = ran != Ran::Whole;
+            (trace, painter)
+        }
+        // The drawing overlaps the replay, on a thread of its own.
+        None => {
+            let mut p = painter(Half::Whole);
+            let trace = run_threaded(&mut p, |v| replay_with_progress(path, v, o.progress))?;
+            (trace, p)
+        }
+    };
     let peak_bytes = painter.occupancy.peak();
     let bar = painter.occupancy.render(compose::BAR_ROWS);
     let parts: Vec<compose::ViewPart> = painter
@@ -232,7 +258,19 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
         color_by: o.color_by,
     });
     let damage = damage(&trace);
-    Ok(Map { scene, area, legend, blocks: layout.blocks, views: n, span: (t0, t1), first_ts, axis, peak_bytes, damage })
+    Ok(Map {
+        scene,
+        area,
+        legend,
+        blocks: layout.blocks,
+        views: n,
+        span: (t0, t1),
+        first_ts,
+        axis,
+        peak_bytes,
+        damage,
+        halves,
+    })
 }
 
 /// The first pass: a scan when no time window is asked for (only allocations and the span

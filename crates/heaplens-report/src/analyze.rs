@@ -282,8 +282,9 @@ struct PipeSink<'a> {
 
 impl Sink for PipeSink<'_> {
     fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>, offset: u64) {
-        self.blocks.push(BlockAt { tid, offset });
-        let first = heaplens_interpret::decode::payload::first_ts(&payload);
+        let at = BlockAt::new(tid, offset, &payload);
+        self.blocks.push(at);
+        let first = at.first_ts;
         let budget = &self.ahead.budget;
         if !budget.fits(payload.len()) {
             let _ = self.ev_tx.send(Msg::Full);

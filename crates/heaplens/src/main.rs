@@ -235,6 +235,10 @@ pub struct MapArgs {
     /// With --bins: views one above the other on a shared time axis, or side by side.
     #[arg(long, value_enum, default_value_t = MapAlign::Time)]
     pub align: MapAlign,
+    /// Events payload bytes from which the blocks are drawn from the two halves of the trace
+    /// at once, on two processors (default 4 MiB; tests set 0 to always split).
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub split_min_bytes: Option<usize>,
 }
 
 /// What the map's views are split by.

@@ -36,6 +36,7 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
             MapAlign::Time => Align::Time,
             MapAlign::Address => Align::Address,
         },
+        split_min_bytes: a.split_min_bytes.unwrap_or(heaplens_interpret::split::MIN_BYTES),
         ..options(&a.sites, &a.time, a.addresses)
     };
     let map = write_to(&a.output, |file| {
@@ -50,10 +51,11 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
     }
     let (x, y, w, h) = map.area;
     eprintln!(
-        "heaplens: drew {} blocks over {} address ranges in {} views to {} (map at x={x} y={y} w={w} h={h})",
+        "heaplens: drew {} blocks over {} address ranges in {} views{} to {} (map at x={x} y={y} w={w} h={h})",
         map.blocks,
         map.axis.segments.len(),
         map.views,
+        if map.halves { ", two halves at once" } else { "" },
         a.output.display()
     );
     for e in &map.legend {

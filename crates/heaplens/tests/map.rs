@@ -188,6 +188,40 @@ fn two_threads_arenas_are_bands_of_their_colours() {
 }
 
 #[test]
+fn a_map_drawn_from_two_halves_at_once_is_the_map_drawn_in_one_pass() {
+    let dir = WorkDir::new("map-halves");
+    let exe = compile(&dir, "g++", "../bench/workloads/churn.cpp", "churn", &["-O2", "-g", "-lpthread"]);
+    let trace = dir.join("c.hltrace");
+    run_traced(&dir, &trace, &exe, &["2", "100000"]).ok("churn under heaplens");
+    // Per size class: each view's occupancy bar is joined at the cut too.
+    for args in [&["--color", "function"][..], &["--bins", "size", "--color", "lifetime"][..]] {
+        let draw = |min: &str, out: &str| {
+            let png = dir.join(out);
+            let mut all = vec!["map", trace.to_str().unwrap(), "-o", png.to_str().unwrap(), "--split-min-bytes", min];
+            all.extend_from_slice(args);
+            let o = heaplens(&dir, &all).ok("heaplens map");
+            (Image::load(&png), o.stderr)
+        };
+        let (split, said) = draw("0", "split.png");
+        assert!(said.contains("two halves at once"), "{said}");
+        let (whole, said_whole) = draw("18446744073709551615", "whole.png");
+        assert!(!said_whole.contains("two halves"), "{said_whole}");
+        let first = |s: &str, out: &str| s.lines().next().unwrap().replace(", two halves at once", "").replace(out, "");
+        assert_eq!(first(&said, "split.png"), first(&said_whole, "whole.png"), "the same blocks, axis and views");
+        assert_eq!((split.w, split.h), (whole.w, whole.h));
+        // The sums add in another order: a pixel may round the other way, no more.
+        let off: Vec<(usize, usize)> = (0..whole.h)
+            .flat_map(|y| (0..whole.w).map(move |x| (x, y)))
+            .filter(|&(x, y)| (0..3).any(|k| (split.at(x, y)[k] as i32 - whole.at(x, y)[k] as i32).abs() > 1))
+            .collect();
+        assert!(off.is_empty(), "{args:?}: {} pixels differ, the first at {:?}", off.len(), off.first());
+        let drawn =
+            (0..whole.h).flat_map(|y| (0..whole.w).map(move |x| (x, y))).filter(|&(x, y)| whole.at(x, y) != WHITE);
+        assert!(drawn.count() > 100_000, "the picture is not empty");
+    }
+}
+
+#[test]
 fn svg_output_and_bad_input() {
     let dir = WorkDir::new("map-bad");
     let exe = compile_c(&dir, "widgets.c", &[]);

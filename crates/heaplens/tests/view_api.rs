@@ -249,3 +249,77 @@ fn a_threaded_view_sees_the_same_replay() {
     assert_eq!(plain.live, num(&t, "red"));
     assert_eq!(threaded, plain);
 }
+
+#[test]
+fn a_replay_split_in_two_halves_pairs_every_block_as_one_replay() {
+    use heaplens_interpret::split::{replay_split, Half, Joinable, Ran};
+
+    /// Order-free sums over the calls: counts, lifetimes, and a sum of hashes of every
+    /// (address, allocation time, release time).
+    #[derive(Default, PartialEq, Debug)]
+    struct Sums {
+        allocations: u64,
+        releases: u64,
+        lifetime_ns: u64,
+        pairs: u64,
+        unmatched: u64,
+        live: u64,
+        live_bytes: u64,
+        /// Blocks allocated before the cut and released after it.
+        joined: u64,
+    }
+    fn pair(r: &Release, b: &Block) -> u64 {
+        (b.addr ^ b.ts.rotate_left(21) ^ r.ts.rotate_left(42)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+    impl View for Sums {
+        fn allocation(&mut self, _b: &Block) {
+            self.allocations += 1;
+        }
+        fn deallocation(&mut self, r: &Release, b: &Block) {
+            self.releases += 1;
+            self.lifetime_ns += r.ts - b.ts;
+            self.pairs = self.pairs.wrapping_add(pair(r, b));
+        }
+        fn unmatched(&mut self, _r: &Release) {
+            self.unmatched += 1;
+        }
+        fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+            for b in live {
+                self.live += 1;
+                self.live_bytes += b.size;
+            }
+        }
+    }
+    impl Joinable for Sums {
+        fn join(&mut self, later: Self, releases: &[(Release, Option<Block>)]) {
+            self.allocations += later.allocations;
+            self.releases += later.releases;
+            self.lifetime_ns += later.lifetime_ns;
+            self.pairs = self.pairs.wrapping_add(later.pairs);
+            self.unmatched += later.unmatched;
+            for (r, b) in releases {
+                if let Some(b) = b {
+                    self.deallocation(r, b);
+                    self.unmatched -= 1;
+                    self.joined += 1;
+                }
+            }
+        }
+    }
+
+    let dir = WorkDir::new("split-view");
+    let prog = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let out = run_traced(&dir, &trace, &prog, &["300000"]).ok("widgets under heaplens");
+    let t = truth(&out.stdout, "widgets");
+    let mut plain = Sums::default();
+    replay(&trace, &mut plain).unwrap();
+    let (tr, index) = heaplens_interpret::scan::scan_indexed(&trace, &mut |_| {}, false).unwrap();
+    let (_, split, ran) = replay_split(&trace, tr, &index, |_: Half| Sums::default(), false, 0).unwrap();
+    assert!(matches!(ran, Ran::Split(_)), "{ran:?}");
+    assert_eq!(plain.allocations, num(&t, "made"));
+    assert_eq!(plain.live, num(&t, "red"));
+    assert_eq!(plain.releases + plain.live, plain.allocations, "{plain:?}");
+    assert!(split.joined > 100, "blocks live across the cut: {split:?}");
+    assert_eq!(Sums { joined: 0, ..split }, plain);
+}

@@ -35,8 +35,8 @@ use crate::decode::{Cursor, CursorPool};
 enum Blocks<'a> {
     Borrowed(&'a [Vec<u8>]),
     Shared(Vec<Arc<Slot>>),
-    /// Read from the file when reached (see `ondisk.rs`): the blocks' offsets.
-    OnDisk(Arc<DiskBlocks>, Vec<u64>),
+    /// Read from the file when reached (see `ondisk.rs`).
+    OnDisk(Arc<DiskBlocks>, Vec<BlockAt>),
 }
 
 impl Blocks<'_> {
@@ -93,7 +93,7 @@ impl<'a> Stream<'a> {
                     }
                 }
                 Blocks::Borrowed(b) => Cursor::open(&b[self.blk], pool),
-                Blocks::OnDisk(file, offsets) => match file.payload(offsets[self.blk]) {
+                Blocks::OnDisk(file, at) => match file.payload(at[self.blk].offset) {
                     Some(p) => Cursor::open_shared(Arc::new(p), pool),
                     None => Cursor::open(&[], pool),
                 },
@@ -195,14 +195,14 @@ impl<'a> Merger<'a> {
     /// payload read when reached; with the thread id of each stream (threads in order of
     /// their first block).
     pub fn on_disk(file: Arc<DiskBlocks>, blocks: &[BlockAt]) -> (Self, Vec<u32>) {
-        let mut streams: Vec<(u32, Vec<u64>)> = Vec::new();
+        let mut streams: Vec<(u32, Vec<BlockAt>)> = Vec::new();
         let mut index: HashMap<u32, usize> = HashMap::new();
         for b in blocks {
             let i = *index.entry(b.tid).or_insert_with(|| {
                 streams.push((b.tid, Vec::new()));
                 streams.len() - 1
             });
-            streams[i].1.push(b.offset);
+            streams[i].1.push(*b);
         }
         let mut m = Self::empty();
         m.streams.extend(streams.iter_mut().map(|(_, b)| Stream::new(Blocks::OnDisk(file.clone(), std::mem::take(b)))));
@@ -409,7 +409,7 @@ impl<'a> Merger<'a> {
                 match &s.blocks {
                     Blocks::Borrowed(b) => b.iter().map(|d| start(d)).collect(),
                     Blocks::Shared(b) => b.iter().map(|d| d.payload().map_or((None, 0), |p| start(&p))).collect(),
-                    Blocks::OnDisk(_, b) => vec![(None, 0); b.len()],
+                    Blocks::OnDisk(_, b) => b.iter().map(|b| (b.first_ts, b.len)).collect(),
                 }
             })
             .collect()

@@ -15,13 +15,26 @@ use heaplens_trace::{BlockKind, TraceReader};
 
 use crate::decode::payload::{tagged, COLUMNS, ROWS};
 
-/// Where an Events block starts in the file, and its thread.
+/// Where an Events block starts in the file, its thread, and what a replay cut in two needs
+/// to know of it without reading it again (see [`crate::merge::Merger::tail`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockAt {
     /// The thread id of the payload.
     pub tid: u32,
     /// The block's byte offset in the file.
     pub offset: u64,
+    /// The timestamp of its first event, in the trace's units (`None`: it has none).
+    pub first_ts: Option<u64>,
+    /// The payload's size, bytes.
+    pub len: usize,
+}
+
+impl BlockAt {
+    /// The block at `offset` of thread `tid`, whose payload (tagged, as a [`crate::load::Sink`]
+    /// is given it) is `payload`.
+    pub fn new(tid: u32, offset: u64, payload: &[u8]) -> BlockAt {
+        BlockAt { tid, offset, first_ts: crate::decode::payload::first_ts(payload), len: payload.len() }
+    }
 }
 
 /// The trace file, read block by block at known offsets.
