@@ -293,3 +293,5 @@ pub unsafe extern "C" fn _exit(status: i32) -> ! {
 pub unsafe extern "C" fn _Exit(status: i32) -> ! {
     _exit(status)
 }
+
+mod replacements;

@@ -101,6 +101,33 @@ real_fns! {
     delete_aligned_nothrow = "_ZdlPvSt11align_val_tRKSt9nothrow_t" (late): fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
     delete_array_aligned_nothrow = "_ZdaPvSt11align_val_tRKSt9nothrow_t" (late): fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
     exit_ = "_exit": fn(status: i32) -> (), abi "C", else { libc::syscall(libc::SYS_exit_group, status as libc::c_long); };
+    // Replacement allocators' own entry points (see `replacements.rs`): found when a program
+    // that links the allocator first calls one. Without the allocator nothing calls them.
+    mi_malloc = "mi_malloc" (late): fn(n: usize) -> P, abi "C", else std::ptr::null_mut();
+    mi_calloc = "mi_calloc" (late): fn(n: usize, m: usize) -> P, abi "C", else std::ptr::null_mut();
+    mi_zalloc = "mi_zalloc" (late): fn(n: usize) -> P, abi "C", else std::ptr::null_mut();
+    mi_malloc_aligned = "mi_malloc_aligned" (late): fn(n: usize, a: usize) -> P, abi "C", else std::ptr::null_mut();
+    mi_realloc = "mi_realloc" (late): fn(p: P, n: usize) -> P, abi "C", else std::ptr::null_mut();
+    mi_reallocf = "mi_reallocf" (late): fn(p: P, n: usize) -> P, abi "C", else std::ptr::null_mut();
+    mi_free = "mi_free" (late): fn(p: P) -> (), abi "C", else not_loaded(p);
+    mi_free_size = "mi_free_size" (late): fn(p: P, n: usize) -> (), abi "C", else not_loaded(p);
+    mi_usable_size = "mi_usable_size" (late): fn(p: P) -> usize, abi "C", else 0;
+    mallocx = "mallocx" (late): fn(n: usize, flags: i32) -> P, abi "C", else std::ptr::null_mut();
+    rallocx = "rallocx" (late): fn(p: P, n: usize, flags: i32) -> P, abi "C", else std::ptr::null_mut();
+    dallocx = "dallocx" (late): fn(p: P, flags: i32) -> (), abi "C", else not_loaded(p);
+    sdallocx = "sdallocx" (late): fn(p: P, n: usize, flags: i32) -> (), abi "C", else not_loaded(p);
+    sallocx = "sallocx" (late): fn(p: P, flags: i32) -> usize, abi "C", else 0;
+    tc_malloc = "tc_malloc" (late): fn(n: usize) -> P, abi "C", else std::ptr::null_mut();
+    tc_calloc = "tc_calloc" (late): fn(n: usize, m: usize) -> P, abi "C", else std::ptr::null_mut();
+    tc_memalign = "tc_memalign" (late): fn(a: usize, n: usize) -> P, abi "C", else std::ptr::null_mut();
+    tc_new = "tc_new" (late): fn(n: usize) -> P, abi "C-unwind", else std::ptr::null_mut();
+    tc_newarray = "tc_newarray" (late): fn(n: usize) -> P, abi "C-unwind", else std::ptr::null_mut();
+    tc_realloc = "tc_realloc" (late): fn(p: P, n: usize) -> P, abi "C", else std::ptr::null_mut();
+    tc_free = "tc_free" (late): fn(p: P) -> (), abi "C", else not_loaded(p);
+    tc_free_sized = "tc_free_sized" (late): fn(p: P, n: usize) -> (), abi "C", else not_loaded(p);
+    tc_delete = "tc_delete" (late): fn(p: P) -> (), abi "C", else not_loaded(p);
+    tc_deletearray = "tc_deletearray" (late): fn(p: P) -> (), abi "C", else not_loaded(p);
+    tc_malloc_size = "tc_malloc_size" (late): fn(p: P) -> usize, abi "C", else 0;
 }
 
 fn page_size() -> usize {
@@ -119,3 +146,7 @@ unsafe fn posix_memalign_fallback(out: *mut P, a: usize, n: usize) -> i32 {
     *out = p;
     0
 }
+
+/// A replacement allocator's release called while the allocator is not loaded: it allocated
+/// nothing, so there is nothing to release.
+fn not_loaded(_p: P) {}

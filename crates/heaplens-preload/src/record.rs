@@ -135,6 +135,22 @@ fn guarded(f: impl FnOnce()) {
 /// `p` is null or a block the allocator just returned.
 #[inline(always)]
 pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
+    alloc_usable(caller, op, p, size, |p| unsafe { libc::malloc_usable_size(p) })
+}
+
+/// [`alloc`] of a block whose usable size `usable` gives (the allocator's own function, for
+/// a replacement allocator's entry points).
+///
+/// # Safety
+/// As [`alloc`]; `usable` is safe to call on `p`.
+#[inline(always)]
+pub unsafe fn alloc_usable(
+    caller: Caller,
+    op: Op,
+    p: *mut c_void,
+    size: usize,
+    usable: impl FnOnce(*mut c_void) -> usize,
+) {
     // While sampling, the hook let this call through `sampling::skip`: it is a sample.
     if sampling::enabled() {
         if p.is_null() {
@@ -145,8 +161,7 @@ pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
     }
     guarded(|| {
         let Some(t) = thread::current() else { return };
-        // SAFETY: p came from the allocator (or is null, which is not passed on).
-        let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
+        let usable = if p.is_null() { 0 } else { usable(p) };
         if aggregate::enabled() {
             let stack = if p.is_null() { 0 } else { stack_id(t, &caller) };
             t.counters(|c| {
@@ -173,6 +188,22 @@ pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
 /// `p` is null or a block the allocator just returned.
 #[inline(always)]
 pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, size: usize) {
+    realloc_usable(caller, op, old, p, size, |p| unsafe { libc::malloc_usable_size(p) })
+}
+
+/// [`realloc`] with the usable size from `usable` (see [`alloc_usable`]).
+///
+/// # Safety
+/// As [`realloc`]; `usable` is safe to call on `p`.
+#[inline(always)]
+pub unsafe fn realloc_usable(
+    caller: Caller,
+    op: Op,
+    old: *mut c_void,
+    p: *mut c_void,
+    size: usize,
+    usable: impl FnOnce(*mut c_void) -> usize,
+) {
     let (old, p, size) = if sampling::enabled() {
         if p.is_null() && size != 0 {
             return; // failed: the old block is untouched
@@ -195,8 +226,7 @@ pub unsafe fn realloc(caller: Caller, op: Op, old: *mut c_void, p: *mut c_void, 
     };
     guarded(|| {
         let Some(t) = thread::current() else { return };
-        // SAFETY: as in `alloc`.
-        let usable = if p.is_null() { 0 } else { unsafe { libc::malloc_usable_size(p) } };
+        let usable = if p.is_null() { 0 } else { usable(p) };
         if aggregate::enabled() {
             let failed = p.is_null() && size != 0;
             let stack = if p.is_null() { 0 } else { stack_id(t, &caller) };

@@ -133,6 +133,36 @@ ops! {
     NewAlignedNothrow = 16, Alloc, "operator new(align, nothrow)";
     /// `operator new[](size_t, align_val_t, nothrow_t)`
     NewArrayAlignedNothrow = 17, Alloc, "operator new[](align, nothrow)";
+    // Allocations and reallocations take the bytes below 32, releases those from 32 on: the
+    // column format tells a release by its op byte alone.
+    /// mimalloc's `mi_malloc`
+    MiMalloc = 18, Alloc, "mi_malloc";
+    /// mimalloc's `mi_calloc`
+    MiCalloc = 19, Alloc, "mi_calloc";
+    /// mimalloc's `mi_zalloc`
+    MiZalloc = 20, Alloc, "mi_zalloc";
+    /// mimalloc's `mi_malloc_aligned`
+    MiMallocAligned = 21, Alloc, "mi_malloc_aligned";
+    /// jemalloc's `mallocx`
+    Mallocx = 22, Alloc, "mallocx";
+    /// tcmalloc's `tc_malloc`
+    TcMalloc = 23, Alloc, "tc_malloc";
+    /// tcmalloc's `tc_calloc`
+    TcCalloc = 24, Alloc, "tc_calloc";
+    /// tcmalloc's `tc_memalign`
+    TcMemalign = 25, Alloc, "tc_memalign";
+    /// tcmalloc's `tc_new`
+    TcNew = 26, Alloc, "tc_new";
+    /// tcmalloc's `tc_newarray`
+    TcNewArray = 27, Alloc, "tc_newarray";
+    /// mimalloc's `mi_realloc`
+    MiRealloc = 28, Realloc, "mi_realloc";
+    /// mimalloc's `mi_reallocf` (frees the block when it fails)
+    MiReallocf = 29, Realloc, "mi_reallocf";
+    /// jemalloc's `rallocx`
+    Rallocx = 30, Realloc, "rallocx";
+    /// tcmalloc's `tc_realloc`
+    TcRealloc = 31, Realloc, "tc_realloc";
     /// `free`
     Free = 32, Dealloc, "free";
     /// `operator delete(void*)`
@@ -159,6 +189,22 @@ ops! {
     DeleteAlignedNothrow = 43, Dealloc, "operator delete(align, nothrow)";
     /// `operator delete[](void*, align_val_t, nothrow_t)`
     DeleteArrayAlignedNothrow = 44, Dealloc, "operator delete[](align, nothrow)";
+    /// mimalloc's `mi_free`
+    MiFree = 48, Dealloc, "mi_free";
+    /// mimalloc's `mi_free_size`
+    MiFreeSize = 49, Dealloc, "mi_free_size";
+    /// jemalloc's `dallocx`
+    Dallocx = 50, Dealloc, "dallocx";
+    /// jemalloc's `sdallocx`
+    Sdallocx = 51, Dealloc, "sdallocx";
+    /// tcmalloc's `tc_free`
+    TcFree = 52, Dealloc, "tc_free";
+    /// tcmalloc's `tc_free_sized`
+    TcFreeSized = 53, Dealloc, "tc_free_sized";
+    /// tcmalloc's `tc_delete`
+    TcDelete = 54, Dealloc, "tc_delete";
+    /// tcmalloc's `tc_deletearray`
+    TcDeleteArray = 55, Dealloc, "tc_deletearray";
 }
 
 /// The three record shapes.
@@ -523,6 +569,7 @@ mod tests {
     fn op_bytes_round_trip() {
         for &op in Op::ALL {
             assert_eq!(Op::from_u8(op as u8), Some(op));
+            assert_eq!(op as u8 >= Op::Free as u8, op.class() == OpClass::Dealloc, "{op:?}: see `ops!`");
         }
         assert!(Op::New.is_cxx() && !Op::Malloc.is_cxx() && Op::DeleteArray.is_cxx());
     }
