@@ -12,6 +12,17 @@ const KEEP_GAP: u64 = 16;
 /// Pixel rows between two segments, for the band that marks a gap.
 pub const GAP_ROWS: f64 = 7.0;
 
+/// How the address range `[lo, hi)` is written: in hex, and for the blocks of a program's own
+/// pools (addresses with [`heaplens_trace::event::POOL_TAG`]) their real addresses, marked.
+pub fn range_label(lo: u64, hi: u64) -> String {
+    use heaplens_trace::event::POOL_TAG;
+    if lo & POOL_TAG != 0 {
+        format!("pool blocks {:#x}-{:#x}", lo & !POOL_TAG, hi & !POOL_TAG)
+    } else {
+        format!("{lo:#x}-{hi:#x}")
+    }
+}
+
 /// A kept range of addresses and the rows it takes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Segment {

@@ -182,7 +182,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
             (labels, granules, Binning::Size(of_class))
         }
         Bins::Arena => {
-            let labels = axis.segments.iter().map(|s| Some(format!("{:#x}-{:#x}", s.lo, s.hi))).collect();
+            let labels = axis.segments.iter().map(|s| Some(axis::range_label(s.lo, s.hi))).collect();
             let granules = axis
                 .segments
                 .iter()

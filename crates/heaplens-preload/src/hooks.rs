@@ -294,4 +294,5 @@ pub unsafe extern "C" fn _Exit(status: i32) -> ! {
     _exit(status)
 }
 
+mod pool_api;
 mod replacements;

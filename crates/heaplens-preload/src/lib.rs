@@ -33,6 +33,7 @@ pub mod lifetime;
 pub mod modules;
 pub mod output;
 pub mod owner_lock;
+pub mod pools;
 pub mod procinfo;
 pub mod real;
 pub mod record;

@@ -13,11 +13,11 @@ use crate::{aggregate, modules, output, procinfo, sampling, thread, tls};
 pub use crate::unwind::Caller;
 
 /// Captures the caller's stack and interns it at once (the aggregated mode's counters are
-/// keyed by node); returns its trie node.
+/// keyed by node), with `leaf` below it; returns its trie node.
 #[inline(always)]
-fn stack_id(t: &mut ThreadState, caller: &Caller) -> u32 {
+fn stack_id(t: &mut ThreadState, caller: &Caller, leaf: Option<u64>) -> u32 {
     let c = t.capture(caller);
-    t.intern(&c)
+    t.intern_leaf(&c, leaf)
 }
 
 /// Capture counters, summed over threads and printed at exit when `HEAPLENS_STATS=1`.
@@ -135,11 +135,12 @@ fn guarded(f: impl FnOnce()) {
 /// `p` is null or a block the allocator just returned.
 #[inline(always)]
 pub unsafe fn alloc(caller: Caller, op: Op, p: *mut c_void, size: usize) {
-    alloc_usable(caller, op, p, size, |p| unsafe { libc::malloc_usable_size(p) })
+    alloc_usable(caller, op, p, size, None, |p| unsafe { libc::malloc_usable_size(p) })
 }
 
 /// [`alloc`] of a block whose usable size `usable` gives (the allocator's own function, for
-/// a replacement allocator's entry points).
+/// a replacement allocator's entry points), its stack ending in the frame `leaf` when given
+/// (a pool's).
 ///
 /// # Safety
 /// As [`alloc`]; `usable` is safe to call on `p`.
@@ -149,6 +150,7 @@ pub unsafe fn alloc_usable(
     op: Op,
     p: *mut c_void,
     size: usize,
+    leaf: Option<u64>,
     usable: impl FnOnce(*mut c_void) -> usize,
 ) {
     // While sampling, the hook let this call through `sampling::skip`: it is a sample.
@@ -163,7 +165,7 @@ pub unsafe fn alloc_usable(
         let Some(t) = thread::current() else { return };
         let usable = if p.is_null() { 0 } else { usable(p) };
         if aggregate::enabled() {
-            let stack = if p.is_null() { 0 } else { stack_id(t, &caller) };
+            let stack = if p.is_null() { 0 } else { stack_id(t, &caller, leaf) };
             t.counters(|c| {
                 aggregate::call(c, op);
                 if !p.is_null() {
@@ -172,7 +174,7 @@ pub unsafe fn alloc_usable(
             });
             return;
         }
-        t.push_with_stack(&caller, |b, pos, e| {
+        t.push_with_stack(&caller, leaf, |b, pos, e| {
             let ts = procinfo::now_ticks();
             e.alloc_unterminated(b, pos, op, ts, p as u64, size as u64, usable as u64)
         });
@@ -229,7 +231,7 @@ pub unsafe fn realloc_usable(
         let usable = if p.is_null() { 0 } else { usable(p) };
         if aggregate::enabled() {
             let failed = p.is_null() && size != 0;
-            let stack = if p.is_null() { 0 } else { stack_id(t, &caller) };
+            let stack = if p.is_null() { 0 } else { stack_id(t, &caller, None) };
             t.counters(|c| {
                 aggregate::call(c, op);
                 if !failed && !old.is_null() {
@@ -241,7 +243,7 @@ pub unsafe fn realloc_usable(
             });
             return;
         }
-        t.push_with_stack(&caller, |b, pos, e| {
+        t.push_with_stack(&caller, None, |b, pos, e| {
             let ts = procinfo::now_ticks();
             e.realloc_unterminated(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64)
         });

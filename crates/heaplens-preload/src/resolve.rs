@@ -11,9 +11,12 @@
 //! allocation and reallocation records end in a command instead of a stack id:
 //!
 //! ```text
-//! command := head:varint [entry:u8] n:varint ret:u64le{n}
-//! head    := keep << 4 | stored << 3 | hit << 2 | from_archive << 1 | saved_archive
+//! command := head:varint [entry:u8] n:varint ret:u64le{n} [leaf:u64le]
+//! head    := keep << 5 | leaf << 4 | stored << 3 | hit << 2 | from_archive << 1 | saved_archive
 //! ```
+//!
+//! `leaf` (present when its bit is set) is one more frame below the captured stack, outside
+//! the walker's chains: a pool's frame (see `heaplens_trace::event::POOL_FRAMES`).
 //!
 //! `entry` (present when `hit` or `stored` is set) is the recent stack the capture repeated or
 //! kept (see `unwind/recent.rs`).
@@ -29,23 +32,31 @@ use heaplens_trace::{Op, OpClass};
 use crate::intern::{FxMap, Trie};
 use crate::unwind::{Capture, RECENT};
 
-/// Most bytes the command for a stack of `frames` new frames takes.
+/// Most bytes the command for a stack of `frames` new frames (and a leaf) takes.
 pub const fn command_len(frames: usize) -> usize {
-    21 + 8 * frames
+    29 + 8 * frames
 }
 
 const SAVED_ARCHIVE: u64 = 1;
 const FROM_ARCHIVE: u64 = 2;
 const HIT: u64 = 4;
 const STORED: u64 = 8;
-const KEEP_SHIFT: u32 = 4;
+const LEAF: u64 = 16;
+const KEEP_SHIFT: u32 = 5;
 
 /// Appends the command for capture `c`, whose new frames (outermost first) are `frames`, at
 /// `*pos`; `buf` needs [`command_len`] bytes free there.
 #[inline(always)]
 pub fn put_command(buf: &mut [u8], pos: &mut usize, c: &Capture, frames: &[u64]) {
+    put_command_leaf(buf, pos, c, frames, None);
+}
+
+/// [`put_command`], with one more frame `leaf` below the captured stack.
+#[inline(always)]
+pub fn put_command_leaf(buf: &mut [u8], pos: &mut usize, c: &Capture, frames: &[u64], leaf: Option<u64>) {
     let flag = |on: bool, bit: u64| if on { bit } else { 0 };
     let head = (c.keep as u64) << KEEP_SHIFT
+        | flag(leaf.is_some(), LEAF)
         | flag(c.stored.is_some(), STORED)
         | flag(c.hit.is_some(), HIT)
         | flag(c.from_archive, FROM_ARCHIVE)
@@ -61,6 +72,10 @@ pub fn put_command(buf: &mut [u8], pos: &mut usize, c: &Capture, frames: &[u64])
         dst.copy_from_slice(&r.to_le_bytes());
     }
     *pos += 8 * frames.len();
+    if let Some(leaf) = leaf {
+        buf[*pos..*pos + 8].copy_from_slice(&leaf.to_le_bytes());
+        *pos += 8;
+    }
 }
 
 /// A thread's chains as its walker holds them, as trie nodes: `cur[i]` is the node of the
@@ -187,8 +202,13 @@ impl Mirrors {
             };
             let n = usize::try_from(read_var(raw, &mut pos).ok_or(bad)?).map_err(|_| bad)?;
             let end = n.checked_mul(8).and_then(|l| pos.checked_add(l)).filter(|&e| e <= raw.len()).ok_or(bad)?;
-            let node = mirror.apply(trie, head, entry, &raw[pos..end]);
+            let mut node = mirror.apply(trie, head, entry, &raw[pos..end]);
             pos = end;
+            if head & LEAF != 0 {
+                let leaf = raw.get(pos..pos + 8).ok_or(bad)?;
+                node = trie.child(node, u64::from_le_bytes(leaf.try_into().map_err(|_| bad)?));
+                pos += 8;
+            }
             put(out, node.into());
         }
         Ok(())

@@ -160,6 +160,7 @@ impl ThreadState {
     pub fn push_with_stack(
         &mut self,
         caller: &unwind::Caller,
+        leaf: Option<u64>,
         encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder),
     ) {
         let deferred = defer_stacks();
@@ -169,7 +170,7 @@ impl ThreadState {
             self.walker.forget();
         }
         let c = self.capture(caller);
-        let node = if deferred { 0 } else { self.intern(&c) };
+        let node = if deferred { 0 } else { self.intern_leaf(&c, leaf) };
         self.lock.enter();
         let need = MAX_EVENT_LEN + resolve::command_len(c.depth - c.keep);
         // A buffer holds one kind of stack field.
@@ -177,7 +178,7 @@ impl ThreadState {
         self.deferred = deferred;
         encode(&mut self.buf, &mut self.pos, &mut self.enc);
         if deferred {
-            resolve::put_command(&mut self.buf, &mut self.pos, &c, self.walker.new_frames(&c));
+            resolve::put_command_leaf(&mut self.buf, &mut self.pos, &c, self.walker.new_frames(&c), leaf);
         } else {
             heaplens_trace::varint::put_at(&mut self.buf, &mut self.pos, node.into());
         }
@@ -240,6 +241,16 @@ impl ThreadState {
     pub fn intern(&mut self, c: &unwind::Capture) -> u32 {
         let nodes = &mut self.nodes;
         self.walker.intern(c, |parent, addr| nodes.child(parent, addr))
+    }
+
+    /// [`ThreadState::intern`], with one more frame `leaf` below the stack (a pool's).
+    #[inline(always)]
+    pub fn intern_leaf(&mut self, c: &unwind::Capture, leaf: Option<u64>) -> u32 {
+        let node = self.intern(c);
+        match leaf {
+            Some(l) => self.nodes.child(node, l),
+            None => node,
+        }
     }
 
     /// Updates this thread's aggregated-mode counters under its lock.

@@ -60,6 +60,22 @@ pub fn addr_delta(code: u64, head: u8) -> u64 {
     (if head & ADDR_UNALIGNED != 0 { d } else { d.wrapping_shl(4) }) as u64
 }
 
+/// Set in the address of a block of a program's own pool ([`Op::PoolAlloc`]): pool blocks
+/// often lie inside a block the program got from `malloc` (the arena's memory), and the tag
+/// keeps the two apart wherever blocks are matched by address. User-space addresses on x86-64
+/// never have it.
+pub const POOL_TAG: u64 = 1 << 63;
+
+/// Return addresses from here on are not code: each stands for a pool of the program's
+/// (`include/heaplens.h`), as the innermost frame of its blocks' stacks, so that every view
+/// names the pool as it names a function. The monitor describes each as a module of its own
+/// whose path is [`POOL_MODULE_PREFIX`] and the pool's name (see
+/// `heaplens_interpret::symbolize`).
+pub const POOL_FRAMES: u64 = 0xffff_fe00_0000_0000;
+
+/// The start of a pool's module path (`[pool] name`).
+pub const POOL_MODULE_PREFIX: &str = "[pool] ";
+
 macro_rules! ops {
     ($($(#[$doc:meta])* $name:ident = $val:expr, $class:ident, $label:expr;)*) => {
         /// The entry point an event came through, so that `new` can be told from `malloc`
@@ -157,8 +173,9 @@ ops! {
     TcNewArray = 27, Alloc, "tc_newarray";
     /// mimalloc's `mi_realloc`
     MiRealloc = 28, Realloc, "mi_realloc";
-    /// mimalloc's `mi_reallocf` (frees the block when it fails)
-    MiReallocf = 29, Realloc, "mi_reallocf";
+    /// A block of a program's own pool or arena (`heaplens_alloc` of `include/heaplens.h`);
+    /// its address carries [`POOL_TAG`].
+    PoolAlloc = 29, Alloc, "heaplens_alloc";
     /// jemalloc's `rallocx`
     Rallocx = 30, Realloc, "rallocx";
     /// tcmalloc's `tc_realloc`
@@ -205,6 +222,10 @@ ops! {
     TcDelete = 54, Dealloc, "tc_delete";
     /// tcmalloc's `tc_deletearray`
     TcDeleteArray = 55, Dealloc, "tc_deletearray";
+    /// A pool block's release (`heaplens_free`).
+    PoolFree = 56, Dealloc, "heaplens_free";
+    /// A pool block released with all of its pool's (`heaplens_pool_reset`).
+    PoolReset = 57, Dealloc, "heaplens_pool_reset";
 }
 
 /// The three record shapes.

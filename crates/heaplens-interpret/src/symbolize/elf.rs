@@ -268,6 +268,11 @@ impl Symbolizer for ElfSymbolizer {
             return;
         };
         let offset = ret_addr.wrapping_sub(m.base);
+        if m.path.starts_with(heaplens_trace::event::POOL_MODULE_PREFIX) {
+            // A program's pool (`include/heaplens.h`): its name is all there is.
+            out.push(Frame { function: Some(m.path.clone()), module: Some(m.path.clone()), ..Frame::default() });
+            return;
+        }
         let unknown = Frame { module: Some(m.basename.clone()), module_offset: offset, ..Frame::default() };
         let Some(files) = m.files(&self.cache) else {
             out.push(unknown);

@@ -26,7 +26,7 @@ macro_rules! family_alloc {
                 }
                 let Some(_g) = enter() else { return call::$name($($arg),*) };
                 let p = call::$name($($arg),*);
-                record::alloc_usable(Caller { cfa, bp }, $op, p, $size, |p| unsafe { call::$usable(p $(, $extra)?) });
+                record::alloc_usable(Caller { cfa, bp }, $op, p, $size, None, |p| unsafe { call::$usable(p $(, $extra)?) });
                 p
             }
         }
@@ -75,7 +75,24 @@ family_alloc!("C" mi_calloc, Op::MiCalloc, usable mi_usable_size(), |n, m, _c: u
 family_alloc!("C" mi_zalloc, Op::MiZalloc, usable mi_usable_size(), |n, _b, _c: usize| (n) size = n);
 family_alloc!("C" mi_malloc_aligned, Op::MiMallocAligned, usable mi_usable_size(), |n, a, _c: usize| (n, a) size = n);
 family_realloc!(mi_realloc, Op::MiRealloc, usable mi_usable_size(), |old, n, _c: usize| (old, n));
-family_realloc!(mi_reallocf, Op::MiReallocf, usable mi_usable_size(), |old, n, _c: usize| (old, n));
+
+// `mi_reallocf` is `mi_realloc` that releases the block when it fails: recorded as one.
+entry!("C" mi_reallocf);
+mod mi_reallocf {
+    use super::*;
+    pub unsafe extern "C" fn imp(old: P, n: usize, _c: usize, _a3: usize, cfa: u64, bp: u64) -> P {
+        let Some(_g) = enter() else { return call::mi_reallocf(old, n) };
+        let p = call::mi_reallocf(old, n);
+        if p.is_null() && n != 0 {
+            if !old.is_null() {
+                record::dealloc(Op::MiFree, old);
+            }
+            return p;
+        }
+        record::realloc_usable(Caller { cfa, bp }, Op::MiRealloc, old, p, n, |p| unsafe { call::mi_usable_size(p) });
+        p
+    }
+}
 family_free!(mi_free, Op::MiFree, |p: P|);
 family_free!(mi_free_size, Op::MiFreeSize, |p: P, n: usize|);
 
