@@ -22,7 +22,7 @@
  * both its chunk (allocated by malloc) and the blocks in it.
  *
  * Needs dlsym, which is in the C library from glibc 2.34 on (older ones: link with -ldl).
- * The entry point is looked up once per translation unit. Licence: the project's (MIT). */
+ * The entry point is looked up once per translation unit. Licence: the project's (MIT OR Apache-2.0). */
 #ifndef HEAPLENS_H
 #define HEAPLENS_H
 

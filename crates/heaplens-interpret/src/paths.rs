@@ -44,6 +44,8 @@ pub const ALLOCATOR_FRAMES: &[&str] = &[
     "operator new(*",
     "operator new[](*",
     "__rust_alloc*",
+    // Newer compilers put their allocator shims in this namespace.
+    "__rustc::*",
     "__rust_realloc",
     "__rdl_*",
     "__rg_*",
@@ -59,6 +61,9 @@ pub const ALLOCATOR_FRAMES: &[&str] = &[
     "<std::alloc::System as core::alloc::global::GlobalAlloc>::*",
     "std::sys::alloc::*",
     "std::sys::pal::unix::alloc::*",
+    // The heaplens-api crate's reporting wrapper, between the program and its pool's frame.
+    "<heaplens_api::Tracked<*",
+    "heaplens_api::*",
 ];
 
 /// Whether paths drop a frame of function `name` wherever it sits at their ends
@@ -296,19 +301,27 @@ pub fn resolve_named(
         if !stacks.is_complete(id) {
             paths.incomplete += 1;
         }
-        let kept = trim(&table, &buf);
+        let (pool, kept) = trim(&table, &buf);
         let start = paths.arena.len() as u32;
+        paths.arena.extend(pool);
         paths.arena.extend_from_slice(kept);
-        paths.ranges.push((start, kept.len() as u32));
+        paths.ranges.push((start, (pool.is_some() as usize + kept.len()) as u32));
     }
     (table, paths)
 }
 
 /// Cuts a path (innermost first) to the program's own frames: everything outside `main` (when
-/// `main` is present), runtime roots, and allocator shims and monitor frames at the inner end.
-fn trim<'a>(t: &FrameTable, path: &'a [SiteId]) -> &'a [SiteId] {
+/// `main` is present), runtime roots, and allocator shims and monitor frames at the inner end,
+/// or just above a pool's frame (which stays, returned apart: see `include/heaplens.h`).
+fn trim<'a>(t: &FrameTable, path: &'a [SiteId]) -> (Option<SiteId>, &'a [SiteId]) {
     let func = |s: SiteId| &t.functions[t.function_of(s) as usize];
     let name = |s: SiteId| t.base_name(t.function_of(s));
+    let is_pool =
+        |s: SiteId| func(s).module.as_deref().is_some_and(|m| m.starts_with(heaplens_trace::event::POOL_MODULE_PREFIX));
+    let (pool, path) = match path.split_first() {
+        Some((&p, rest)) if is_pool(p) => (Some(p), rest),
+        _ => (None, path),
+    };
     let mut end = path.len();
     if let Some(i) = path.iter().rposition(|&s| name(s) == "main") {
         end = i + 1;
@@ -325,7 +338,7 @@ fn trim<'a>(t: &FrameTable, path: &'a [SiteId]) -> &'a [SiteId] {
         }
         start += 1;
     }
-    &path[start..end]
+    (pool, &path[start..end])
 }
 
 #[cfg(test)]

@@ -600,6 +600,22 @@ mod tests {
     }
 
     #[test]
+    fn pool_blocks_round_trip_between_heap_blocks() {
+        // Tagged pool addresses interleaved with the heap's: deltas of about 2^60 each way.
+        let mut evs = heap_events(2_000, 3);
+        for e in evs.iter_mut().filter(|e| (e.addr >> 4) % 3 == 0 && e.addr != 0 && e.op != Op::Realloc) {
+            e.addr |= crate::event::POOL_TAG;
+            e.op = if e.op.class() == OpClass::Dealloc { Op::PoolFree } else { Op::PoolAlloc };
+        }
+        let row = rows(&evs);
+        let mut col = Vec::new();
+        ColumnEncoder::default().encode(&row, &mut col).unwrap();
+        let mut back = Vec::new();
+        ColumnDecoder::default().decode(&col, |e| back.push(e)).unwrap();
+        assert_eq!(back, evs);
+    }
+
+    #[test]
     fn predicted_addresses_take_less_than_half_of_deltas() {
         let evs = heap_events(50_000, 9);
         let mut col = Vec::new();

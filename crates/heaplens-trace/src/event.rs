@@ -63,8 +63,9 @@ pub fn addr_delta(code: u64, head: u8) -> u64 {
 /// Set in the address of a block of a program's own pool ([`Op::PoolAlloc`]): pool blocks
 /// often lie inside a block the program got from `malloc` (the arena's memory), and the tag
 /// keeps the two apart wherever blocks are matched by address. User-space addresses on x86-64
-/// never have it.
-pub const POOL_TAG: u64 = 1 << 63;
+/// (below 2^56 even with five-level paging) never have it, and it is low enough for the column
+/// format's address deltas (which hold 62 bits and a sign).
+pub const POOL_TAG: u64 = 1 << 60;
 
 /// Return addresses from here on are not code: each stands for a pool of the program's
 /// (`include/heaplens.h`), as the innermost frame of its blocks' stacks, so that every view
