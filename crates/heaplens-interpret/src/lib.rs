@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cpu;
 pub mod decode;
 pub mod elide;
 pub mod idmap;

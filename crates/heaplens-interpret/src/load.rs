@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use heaplens_trace::record::SampleRecord;
 use heaplens_trace::{
     AggregateRecord, BlockKind, ClockSync, EndRecord, ExitRecord, ModuleRecord, ProcessRecord, ReadError, StackNode,
     ThreadName, TimeMap, TraceReader,
@@ -172,6 +173,9 @@ pub struct Trace {
     /// The last counters snapshot of a trace recorded in aggregated mode (`heaplens run
     /// --aggregate`), which has no events.
     pub aggregate: Option<AggregateRecord>,
+    /// CPU-time samples (`heaplens run --cpu`), one record per thread and writer sweep, in
+    /// file order; timestamps in the trace's units ([`Trace::clock`] converts them).
+    pub samples: Vec<SampleRecord>,
     /// Event payloads grouped by thread, each thread's in file order (= time order), threads
     /// in order of first appearance.
     pub threads: Vec<(u32, Vec<Vec<u8>>)>,
@@ -308,6 +312,7 @@ impl Trace {
                 BlockKind::Aggregate => AggregateRecord::decode(&payload).map(|a| t.aggregate = Some(a)).is_ok(),
                 // Read apart, from the end of the file (`symbolize::embedded`).
                 BlockKind::Symbols | BlockKind::SymbolsIndex => true,
+                BlockKind::Samples => SampleRecord::decode(&payload).map(|s| t.samples.push(s)).is_ok(),
             };
             if !ok {
                 t.health.malformed_blocks += 1;

@@ -251,6 +251,39 @@ pub fn resolve_named(
     progress: bool,
     naming: Naming,
 ) -> (FrameTable, Paths) {
+    resolve_paths(stacks, ids, sym, progress, naming, Inner::Allocation)
+}
+
+/// [`resolve_named`] for the stacks of CPU samples ([`crate::cpu`]): the innermost frame is
+/// where the time went, so allocator frames there stay (a sample in `malloc` is `malloc`'s
+/// self time); the outer end is cut as for allocations.
+pub fn resolve_samples(
+    stacks: &StackTable,
+    ids: &[u32],
+    sym: &mut dyn Symbolizer,
+    progress: bool,
+    naming: Naming,
+) -> (FrameTable, Paths) {
+    resolve_paths(stacks, ids, sym, progress, naming, Inner::Sample)
+}
+
+/// What a path's innermost end is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Inner {
+    /// The allocator's entry: its shims and the monitor's frames are cut.
+    Allocation,
+    /// An interrupted instruction: kept as it is.
+    Sample,
+}
+
+fn resolve_paths(
+    stacks: &StackTable,
+    ids: &[u32],
+    sym: &mut dyn Symbolizer,
+    progress: bool,
+    naming: Naming,
+    inner: Inner,
+) -> (FrameTable, Paths) {
     // 1. Unique return addresses, visiting each trie node once (stacks share prefixes).
     let mut visited = vec![false; stacks.len()];
     let mut addrs: Vec<u64> = Vec::new();
@@ -301,7 +334,7 @@ pub fn resolve_named(
         if !stacks.is_complete(id) {
             paths.incomplete += 1;
         }
-        let (pool, kept) = trim(&table, &buf);
+        let (pool, kept) = trim(&table, &buf, inner);
         let start = paths.arena.len() as u32;
         paths.arena.extend(pool);
         paths.arena.extend_from_slice(kept);
@@ -312,10 +345,12 @@ pub fn resolve_named(
 
 /// Cuts a path (innermost first) to the program's own frames: everything outside `main` (when
 /// `main` is present), runtime roots, and allocator shims and monitor frames at the inner end,
-/// or just above a pool's frame (which stays, returned apart: see `include/heaplens.h`).
-fn trim<'a>(t: &FrameTable, path: &'a [SiteId]) -> (Option<SiteId>, &'a [SiteId]) {
+/// or just above a pool's frame (which stays, returned apart: see `include/heaplens.h`). The
+/// monitor's frames at the outer end (the start of a thread it samples) go too.
+fn trim<'a>(t: &FrameTable, path: &'a [SiteId], inner: Inner) -> (Option<SiteId>, &'a [SiteId]) {
     let func = |s: SiteId| &t.functions[t.function_of(s) as usize];
     let name = |s: SiteId| t.base_name(t.function_of(s));
+    let monitor = |s: SiteId| func(s).module.as_deref().is_some_and(|m| m.starts_with("libheaplens_preload"));
     let is_pool =
         |s: SiteId| func(s).module.as_deref().is_some_and(|m| m.starts_with(heaplens_trace::event::POOL_MODULE_PREFIX));
     let (pool, path) = match path.split_first() {
@@ -326,14 +361,12 @@ fn trim<'a>(t: &FrameTable, path: &'a [SiteId]) -> (Option<SiteId>, &'a [SiteId]
     if let Some(i) = path.iter().rposition(|&s| name(s) == "main") {
         end = i + 1;
     }
-    while end > 0 && matches(name(path[end - 1]), RUNTIME_FRAMES) {
+    while end > 0 && (matches(name(path[end - 1]), RUNTIME_FRAMES) || monitor(path[end - 1])) {
         end -= 1;
     }
     let mut start = 0;
-    while end - start > 1 {
-        let f = func(path[start]);
-        let monitor = f.module.as_deref().is_some_and(|m| m.starts_with("libheaplens_preload"));
-        if !(monitor || matches(name(path[start]), ALLOCATOR_FRAMES)) {
+    while inner == Inner::Allocation && end - start > 1 {
+        if !(monitor(path[start]) || matches(name(path[start]), ALLOCATOR_FRAMES)) {
             break;
         }
         start += 1;

@@ -8,6 +8,7 @@ struct hl_tls {
     void *thread;    /* the thread's ThreadState, or NULL before its first event */
     int64_t sample_left; /* bytes until the next sampled allocation (--sample-rate) */
     uint64_t rng;        /* the sampler's random state, 0 until first used */
+    void *cpu;           /* the thread's CPU-time sampler (--cpu), or NULL */
 };
 
 /* Not static: the entry stubs (src/fastpath.rs) reach it with @GOTTPOFF, as the C code does. */

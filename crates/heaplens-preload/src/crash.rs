@@ -10,6 +10,10 @@
 //! the signal again, so the program dies by it as it would have, core dump included. Ignored
 //! signals are left to the kernel.
 //!
+//! While CPU time is sampled (`heaplens run --cpu`) the same table holds the program's SIGPROF:
+//! the monitor's timers' signals are samples ([`crate::cpu`]), any other SIGPROF (the program's
+//! own `setitimer` profiler, a `kill`) goes to the program's handler or default as before.
+//!
 //! Not covered: `sigset`, `sysv_signal` and `bsd_signal` (rare; the signal then kills without a
 //! flush), a SIGSEGV from a stack overflow without an alternate signal stack (the handler cannot
 //! run), and SIGKILL (the writer's 10 ms sweep bounds that loss).
@@ -74,8 +78,10 @@ fn real() -> Option<SigactionFn> {
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
 }
 
-fn is_fatal(sig: c_int) -> bool {
-    FATAL.contains(&sig)
+/// Signals whose disposition the monitor holds: the fatal ones, and SIGPROF while CPU time is
+/// sampled.
+fn is_watched(sig: c_int) -> bool {
+    FATAL.contains(&sig) || (sig == libc::SIGPROF && crate::cpu::enabled())
 }
 
 fn managed(sig: c_int) -> bool {
@@ -100,16 +106,37 @@ pub fn install() {
     }
     lock();
     for sig in FATAL {
-        // SAFETY: plain data; `real` fills it.
-        let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: glibc's sigaction with valid pointers.
-        if unsafe { real_sigaction(sig, std::ptr::null(), &mut cur) } == 0 && cur.sa_sigaction != libc::SIG_IGN {
-            // SAFETY: as above.
-            unsafe { set(sig, &cur) };
-        }
+        take_over(sig);
     }
     INSTALLED.store(true, Ordering::Release);
     unlock();
+}
+
+/// Puts the monitor's handler in front of SIGPROF, keeping the program's disposition in the
+/// table (CPU-time sampling, after [`install`]). False if that failed.
+pub fn take_over_sigprof() -> bool {
+    if !INSTALLED.load(Ordering::Acquire) {
+        return false;
+    }
+    lock();
+    let ok = take_over(libc::SIGPROF);
+    unlock();
+    ok
+}
+
+/// Takes `sig` over unless the program ignores it (SIGPROF always). Caller holds the lock.
+fn take_over(sig: c_int) -> bool {
+    // SAFETY: plain data; `real` fills it.
+    let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: glibc's sigaction with valid pointers.
+    if unsafe { real_sigaction(sig, std::ptr::null(), &mut cur) } != 0 {
+        return false;
+    }
+    if cur.sa_sigaction == libc::SIG_IGN && sig != libc::SIGPROF {
+        return false;
+    }
+    // SAFETY: as above.
+    unsafe { set(sig, &cur) == 0 }
 }
 
 /// # Safety
@@ -130,7 +157,8 @@ unsafe fn real_sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc
 /// # Safety
 /// Caller holds the table lock (or is at start-up); `act` is valid.
 unsafe fn set(sig: c_int, act: &libc::sigaction) -> c_int {
-    let r = if act.sa_sigaction == libc::SIG_IGN {
+    // SIGPROF carries the samples: the monitor's handler stays even when the program ignores it.
+    let r = if act.sa_sigaction == libc::SIG_IGN && sig != libc::SIGPROF {
         MANAGED.fetch_and(!(1 << sig), Ordering::AcqRel);
         real_sigaction(sig, act, std::ptr::null_mut())
     } else {
@@ -138,6 +166,10 @@ unsafe fn set(sig: c_int, act: &libc::sigaction) -> c_int {
         ours.sa_sigaction = on_signal as extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) as usize;
         // SA_RESETHAND is emulated in the table: the kernel would reset the monitor's handler.
         ours.sa_flags = (act.sa_flags & !libc::SA_RESETHAND) | libc::SA_SIGINFO;
+        if sig == libc::SIGPROF {
+            // Samples must not make the program's system calls fail with EINTR.
+            ours.sa_flags |= libc::SA_RESTART;
+        }
         let r = real_sigaction(sig, &ours, std::ptr::null_mut());
         if r == 0 {
             MANAGED.fetch_or(1 << sig, Ordering::AcqRel);
@@ -156,7 +188,7 @@ unsafe fn set(sig: c_int, act: &libc::sigaction) -> c_int {
 /// As `sigaction(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
-    if !INSTALLED.load(Ordering::Acquire) || !is_fatal(sig) {
+    if !INSTALLED.load(Ordering::Acquire) || !is_watched(sig) {
         return real_sigaction(sig, act, old);
     }
     lock();
@@ -208,6 +240,9 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
 static FLUSHED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    if sig == libc::SIGPROF && crate::cpu::on_signal(info, ctx) {
+        return;
+    }
     // SAFETY: `sig` is one the table covers; the entry is the program's sigaction.
     let prog = unsafe { (*PROGRAM.0.get())[sig as usize] };
     let h = prog.sa_sigaction;

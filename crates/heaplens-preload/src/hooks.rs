@@ -16,7 +16,7 @@ type P = *mut c_void;
 /// The guard, when this call should be recorded.
 #[inline(always)]
 fn enter() -> Option<Guard> {
-    if crate::active() {
+    if crate::allocations_active() {
         Guard::enter()
     } else {
         crate::note_unrecorded();
@@ -296,3 +296,4 @@ pub unsafe extern "C" fn _Exit(status: i32) -> ! {
 
 mod pool_api;
 mod replacements;
+mod threads;

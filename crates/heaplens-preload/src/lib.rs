@@ -24,6 +24,7 @@
 
 pub mod activity;
 pub mod aggregate;
+pub mod cpu;
 pub mod crash;
 pub mod fastpath;
 pub mod heap;
@@ -107,6 +108,15 @@ static PID: AtomicU32 = AtomicU32::new(0);
 #[inline(always)]
 pub fn active() -> bool {
     STATE.load(Ordering::Relaxed) == ON
+}
+
+/// `--cpu-only`: CPU samples are recorded, allocations are not.
+static CPU_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// True while allocation calls are being recorded.
+#[inline(always)]
+pub fn allocations_active() -> bool {
+    active() && !CPU_ONLY.load(Ordering::Relaxed)
 }
 
 /// Counts a call that went unrecorded because recording stopped early (not after a clean
@@ -197,6 +207,10 @@ fn start() {
     if !aggregate::enabled() {
         sampling::set_rate(std::env::var("HEAPLENS_SAMPLE_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
     }
+    // CPU-time samples (`--cpu`, `--cpu-only`).
+    let cpu_hz = std::env::var("HEAPLENS_CPU_HZ").ok().and_then(|v| v.parse().ok()).unwrap_or(0u32);
+    cpu::request(cpu_hz);
+    CPU_ONLY.store(cpu_hz > 0 && std::env::var_os("HEAPLENS_CPU_ONLY").is_some_and(|v| v == "1"), Ordering::Relaxed);
     let _ =
         CONFIG.set(Config { output: output.clone(), max_frames, follow_children, full_unwind, stats, check_unwind });
     if !follow_children {
@@ -231,7 +245,9 @@ fn start() {
     STATE.store(ON, Ordering::Release);
     crash::install();
     fastpath::arm();
-    if output::writer_needed() {
+    // CPU-time samples: the timers start last, once all is set up.
+    cpu::start(cpu_hz);
+    if output::writer_needed() || cpu::enabled() {
         output::ensure_writer();
     }
 }
@@ -248,6 +264,8 @@ fn process_record(max_frames: usize) -> ProcessRecord {
         max_frames: max_frames as u32,
         time_source: procinfo::choose_time_source(),
         sample_rate: sampling::rate(),
+        cpu_hz: cpu::requested_hz(),
+        cpu_only: CPU_ONLY.load(Ordering::Relaxed),
     }
 }
 
@@ -281,6 +299,8 @@ fn forget_preload() {
         "HEAPLENS_FULL_UNWIND",
         "HEAPLENS_STATS",
         "HEAPLENS_CHECK_UNWIND",
+        "HEAPLENS_CPU_HZ",
+        "HEAPLENS_CPU_ONLY",
     ] {
         std::env::remove_var(k);
     }
@@ -378,6 +398,7 @@ extern "C" fn fork_child() {
         });
         aggregate::reset_after_fork();
         output::restart_in_child(&process_record(config().max_frames), me.unwrap_or(0));
+        cpu::after_fork_child();
     });
     if r.is_err() {
         disable("internal error after fork");

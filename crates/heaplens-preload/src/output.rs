@@ -226,7 +226,8 @@ pub fn ensure_writer() {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
         let mut th: libc::pthread_t = 0;
-        if libc::pthread_create(&mut th, std::ptr::null(), start, std::ptr::null_mut()) == 0 {
+        // glibc's own pthread_create: the interposed one would give this thread a CPU sampler.
+        if crate::real::call::pthread_create(&mut th, std::ptr::null(), start, std::ptr::null_mut()) == 0 {
             libc::pthread_detach(th);
         } else {
             WRITER_RUNNING.store(false, Ordering::Release);
@@ -329,6 +330,8 @@ pub fn write_pending() {
             }
         }
     }
+    // CPU samples: their stacks interned now, so that their nodes go out with the others.
+    let samples = if crate::cpu::enabled() { crate::cpu::drain(&mut |frames| trie.intern(frames)) } else { Vec::new() };
     let stacks = trie.take_pending();
     if let Some((path, process)) = (!events.is_empty()).then(take_deferred).flatten() {
         // A forked child's first events: only now does it get a trace of its own (a child
@@ -352,6 +355,9 @@ pub fn write_pending() {
     }
     if !stacks.is_empty() {
         result = result.and_then(|()| s.writer.write_block(BlockKind::Stacks, &stacks));
+    }
+    for rec in &samples {
+        result = result.and_then(|()| s.writer.write_block(BlockKind::Samples, &rec.encode()));
     }
     let tids: Vec<u32> =
         events.iter().map(|p| heaplens_trace::varint::read_var(p.bytes(), &mut 0).unwrap_or(0) as u32).collect();

@@ -19,6 +19,9 @@ use crate::sysalloc::fallback;
 
 type P = *mut c_void;
 
+/// A thread's start routine.
+pub type ThreadStart = extern "C" fn(P) -> P;
+
 macro_rules! real_fns {
     ($( $name:ident = $sym:literal $(($late:ident))? : fn($($arg:ident : $ty:ty),*) -> $ret:ty, abi $abi:literal, else $fb:expr; )*) => {
         $(
@@ -101,6 +104,7 @@ real_fns! {
     delete_aligned_nothrow = "_ZdlPvSt11align_val_tRKSt9nothrow_t" (late): fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
     delete_array_aligned_nothrow = "_ZdaPvSt11align_val_tRKSt9nothrow_t" (late): fn(p: P, a: usize, t: P) -> (), abi "C", else fallback::free(p);
     exit_ = "_exit": fn(status: i32) -> (), abi "C", else { libc::syscall(libc::SYS_exit_group, status as libc::c_long); };
+    pthread_create = "pthread_create": fn(t: *mut libc::pthread_t, a: *const libc::pthread_attr_t, f: ThreadStart, arg: P) -> i32, abi "C", else libc::EAGAIN;
     // Replacement allocators' own entry points (see `replacements.rs`): found when a program
     // that links the allocator first calls one. Without the allocator nothing calls them.
     mi_malloc = "mi_malloc" (late): fn(n: usize) -> P, abi "C", else std::ptr::null_mut();

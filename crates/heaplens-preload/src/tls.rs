@@ -16,6 +16,8 @@ pub struct Tls {
     pub sample_left: i64,
     /// The sampler's random state, 0 until first used.
     pub rng: u64,
+    /// The thread's CPU-time sampler (`crate::cpu`), null when it has none.
+    pub cpu: *mut c_void,
 }
 
 /// Where `crate::fastpath` finds [`Tls::sample_left`].

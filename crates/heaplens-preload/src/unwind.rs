@@ -504,3 +504,44 @@ pub struct Caller {
     /// The caller's frame pointer register at the call.
     pub bp: u64,
 }
+
+/// Unwinds the stack of code interrupted at `ip` with stack pointer `sp` and frame pointer
+/// `bp` (a CPU-time sample, from its signal's context) into `out`, innermost first: `ip + 1`
+/// (so that symbolizers, which look up a return address minus one, find `ip` itself), then the
+/// return addresses. Reads only `[sp, stack.end)` (nothing when `sp` is outside `stack`) and
+/// allocates nothing, so it may run in a signal handler. Returns the frames written.
+pub fn sample(cache: &mut Cache, stack: &Range<u64>, ip: u64, sp: u64, bp: u64, out: &mut [u64]) -> usize {
+    let snap = CURRENT.load(Ordering::Acquire);
+    if out.is_empty() || snap.is_null() || ip == 0 {
+        return 0;
+    }
+    // SAFETY: snapshots are never freed.
+    let snap = unsafe { &*snap };
+    let hi = if stack.contains(&sp) { stack.end } else { sp };
+    let mut read = |addr: u64| {
+        if addr >= sp && addr.checked_add(8).is_some_and(|e| e <= hi) && addr.is_multiple_of(8) {
+            // SAFETY: within the interrupted thread's live stack.
+            Ok(unsafe { std::ptr::read(addr as *const u64) })
+        } else {
+            Err(())
+        }
+    };
+    let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
+    out[0] = ip.wrapping_add(1);
+    let mut n = 1;
+    let mut addr = FrameAddress::from_instruction_pointer(ip);
+    while n < out.len() {
+        match snap.unwinder.unwind_frame(addr, &mut regs, cache, &mut read) {
+            Ok(Some(r)) => {
+                out[n] = r;
+                n += 1;
+                match FrameAddress::from_return_address(r) {
+                    Some(a) => addr = a,
+                    None => break,
+                }
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    n
+}

@@ -143,24 +143,8 @@ fn labelled(counts: &std::collections::BTreeMap<String, u64>) -> String {
 
 fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
     let s = &r.summary;
-    let p = &r.process;
     let _ = writeln!(out, "heaplens report: {}", r.trace.path);
-    if !p.exe.is_empty() || !p.argv.is_empty() {
-        let pid = p.pid.map(|n| format!(" (pid {n})")).unwrap_or_default();
-        let cmd = if p.argv.is_empty() {
-            shell_quote(&p.exe)
-        } else {
-            p.argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
-        };
-        let _ = writeln!(out, "  program              {cmd}{pid}");
-    }
-    let ended = match (p.exit_code, p.exit_signal) {
-        (_, Some(sig)) => format!("killed by signal {sig}"),
-        (Some(code), None) => format!("exited with status {code}"),
-        (None, None) => "unknown (no exit record)".into(),
-    };
-    let _ = writeln!(out, "  ended                {ended}");
-    let _ = writeln!(out, "  trace                {}", health(r));
+    process_lines(&r.trace, &r.process, out);
     if r.trace.sample_rate > 0 {
         let _ = writeln!(
             out,
@@ -205,9 +189,33 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
     row(out, "threads", s.threads, String::new());
 }
 
+/// The program, how it ended and the trace's condition, under a report's title.
+pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo, out: &mut String) {
+    if !p.exe.is_empty() || !p.argv.is_empty() {
+        let pid = p.pid.map(|n| format!(" (pid {n})")).unwrap_or_default();
+        let cmd = if p.argv.is_empty() {
+            shell_quote(&p.exe)
+        } else {
+            p.argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+        };
+        let _ = writeln!(out, "  program              {cmd}{pid}");
+    }
+    let ended = match (p.exit_code, p.exit_signal) {
+        (_, Some(sig)) => format!("killed by signal {sig}"),
+        (Some(code), None) => format!("exited with status {code}"),
+        (None, None) => "unknown (no exit record)".into(),
+    };
+    let _ = writeln!(out, "  ended                {ended}");
+    let _ = writeln!(out, "  trace                {}", health_of(t));
+}
+
 /// One line on the trace's condition.
 pub fn health(r: &Report) -> String {
-    let t = &r.trace;
+    health_of(&r.trace)
+}
+
+/// One line on the condition of a trace.
+pub fn health_of(t: &crate::model::TraceInfo) -> String {
     let mut parts = Vec::new();
     if let Some(at) = t.truncated_at {
         parts.push(format!("TRUNCATED at byte {at}"));
@@ -228,6 +236,9 @@ pub fn health(r: &Report) -> String {
         parts.push(format!("{} stacks missing outer frames", t.incomplete_stacks));
     }
     let state = if parts.is_empty() { "complete".to_string() } else { parts.join("; ") };
+    if t.events == 0 {
+        return state;
+    }
     format!("{state} ({} events)", t.events)
 }
 

@@ -57,6 +57,16 @@ fn main() {
                 Err(e) => println!("{e}"),
             },
             BlockKind::SymbolsIndex => println!("symbols index {p:?}"),
+            BlockKind::Samples => match heaplens_trace::record::SampleRecord::decode(&p) {
+                Ok(r) => println!(
+                    "samples tid {} period {} ns: {} samples weight {}",
+                    r.tid,
+                    r.period_ns,
+                    r.samples.len(),
+                    r.samples.iter().map(|x| u64::from(x.weight)).sum::<u64>()
+                ),
+                Err(e) => println!("samples: {e:?}"),
+            },
         }
     }
     println!("total events={events} stack nodes={nodes} status={:?}", r.status());

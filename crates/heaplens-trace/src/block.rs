@@ -45,6 +45,8 @@ pub enum BlockKind {
     /// The offset of the [`BlockKind::Symbols`] block, as the file's last block (see
     /// [`crate::symbols`]).
     SymbolsIndex = 12,
+    /// A [`crate::record::SampleRecord`]: CPU-time samples of one thread (`heaplens run --cpu`).
+    Samples = 13,
 }
 
 impl BlockKind {
@@ -63,6 +65,7 @@ impl BlockKind {
             10 => Self::EventColumns,
             11 => Self::Symbols,
             12 => Self::SymbolsIndex,
+            13 => Self::Samples,
             _ => return None,
         })
     }

@@ -33,6 +33,11 @@ pub struct ProcessRecord {
     /// Go do): an allocation of `s` bytes is recorded with probability `1 - exp(-s / rate)`,
     /// and only the deallocations of recorded blocks are recorded.
     pub sample_rate: u64,
+    /// CPU-time samples per second of each thread's CPU time (`heaplens run --cpu=HZ`), 0
+    /// when CPU time was not sampled (and in traces older than this field).
+    pub cpu_hz: u32,
+    /// Only CPU time was sampled (`--cpu-only`): no allocation was recorded.
+    pub cpu_only: bool,
 }
 
 impl ProcessRecord {
@@ -51,6 +56,8 @@ impl ProcessRecord {
         put(&mut o, self.max_frames.into());
         o.push(self.time_source.to_u8());
         put(&mut o, self.sample_rate);
+        put(&mut o, self.cpu_hz.into());
+        o.push(self.cpu_only.into());
         o
     }
 
@@ -74,7 +81,22 @@ impl ProcessRecord {
         let max_frames = c.var().ok_or(e)? as u32;
         let time_source = crate::TimeSource::from_u8(c.u8().unwrap_or(0));
         let sample_rate = c.var().unwrap_or(0);
-        Ok(Self { pid, ppid, start_unix_ns, start_mono_ns, exe, argv, max_frames, time_source, sample_rate })
+        // Later fields: absent from older traces.
+        let cpu_hz = c.var().unwrap_or(0) as u32;
+        let cpu_only = c.u8().unwrap_or(0) == 1;
+        Ok(Self {
+            pid,
+            ppid,
+            start_unix_ns,
+            start_mono_ns,
+            exe,
+            argv,
+            max_frames,
+            time_source,
+            sample_rate,
+            cpu_hz,
+            cpu_only,
+        })
     }
 }
 
@@ -241,6 +263,74 @@ impl ThreadName {
         let mut c = Cursor::new(p);
         Ok(Self { tid: c.var().ok_or(e)? as u32, name: c.string().ok_or(e)? })
     }
+}
+
+/// CPU-time samples of one thread (`heaplens run --cpu`), taken when its CPU-time timer fired.
+/// A sample stands for `weight x period_ns` nanoseconds of that thread's CPU time: the kernel
+/// checks CPU-time timers on its scheduler tick, so at rates above the tick one signal carries
+/// several expirations (its overrun count + 1). Payload: `tid period_ns n (dts stack weight)*n`,
+/// `dts` the time since the previous sample (the first since 0), in the trace's time source
+/// like events' ([`crate::TimeSource`]), `stack` a node of the call-stack trie whose innermost
+/// frame is the interrupted instruction's address plus one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SampleRecord {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// CPU time each sample stands for, nanoseconds.
+    pub period_ns: u64,
+    /// Each sample, in time order.
+    pub samples: Vec<Sample>,
+}
+
+impl SampleRecord {
+    /// Serializes the record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut o = Vec::with_capacity(8 + 6 * self.samples.len());
+        put(&mut o, self.tid.into());
+        put(&mut o, self.period_ns);
+        put(&mut o, self.samples.len() as u64);
+        let mut prev = 0u64;
+        for x in &self.samples {
+            put(&mut o, x.ts.wrapping_sub(prev));
+            put(&mut o, x.stack.into());
+            put(&mut o, x.weight.into());
+            prev = x.ts;
+        }
+        o
+    }
+
+    /// Parses a payload.
+    ///
+    /// # Errors
+    /// [`Malformed`] if the payload is short or a stack id does not fit.
+    pub fn decode(p: &[u8]) -> Result<Self, Malformed> {
+        let e = Malformed("samples");
+        let mut c = Cursor::new(p);
+        let tid = c.var().ok_or(e)? as u32;
+        let period_ns = c.var().ok_or(e)?;
+        let n = c.var().ok_or(e)?;
+        let mut samples = Vec::with_capacity((n as usize).min(p.len()));
+        let mut ts = 0u64;
+        for _ in 0..n {
+            ts = ts.wrapping_add(c.var().ok_or(e)?);
+            let stack = u32::try_from(c.var().ok_or(e)?).map_err(|_| e)?;
+            let weight = u32::try_from(c.var().ok_or(e)?).map_err(|_| e)?;
+            samples.push(Sample { ts, stack, weight });
+        }
+        Ok(Self { tid, period_ns, samples })
+    }
+}
+
+/// One CPU-time sample of a [`SampleRecord`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// When the timer fired, in the trace's time source.
+    pub ts: u64,
+    /// The call stack: a node of the stack trie.
+    pub stack: u32,
+    /// Periods of CPU time this sample stands for (1, or more when the signal carried
+    /// overruns).
+    pub weight: u32,
 }
 
 /// How the profiled process ended, appended by `heaplens run`. Payload: `how value end_mono_ns`

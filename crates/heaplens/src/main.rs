@@ -85,6 +85,15 @@ pub struct RunArgs {
     /// call, so it cannot be combined with --sample-rate.
     #[arg(long, conflicts_with = "sample_rate")]
     pub aggregate: bool,
+    /// Also sample where CPU time goes: every thread, on its own CPU-time clock, HZ times per
+    /// CPU second (default 999), with its call stack; `heaplens report --cpu` shows them.
+    /// Uses SIGPROF (a program's own SIGPROF handlers still get their signals).
+    #[arg(long, value_name = "HZ", num_args = 0..=1, require_equals = true, default_missing_value = "999",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub cpu: Option<u32>,
+    /// Sample CPU time only (at the --cpu rate), recording no allocations: the lowest overhead.
+    #[arg(long, conflicts_with_all = ["aggregate", "sample_rate"])]
+    pub cpu_only: bool,
     /// Print nothing but the program's own output.
     #[arg(short, long)]
     pub quiet: bool,
@@ -127,6 +136,12 @@ pub struct ReportArgs {
     /// trace). With --leaks, --bins, --direct or --call-graph, those tables come too.
     #[arg(long)]
     pub cxx: bool,
+    /// Where CPU time went, from the samples of `heaplens run --cpu` or --cpu-only: CPU time per
+    /// thread, gprof's flat profile (self and total time per function) and the call graph in
+    /// the allocation call graph's layout. A trace recorded with --cpu-only gets this report
+    /// without asking.
+    #[arg(long, conflicts_with_all = ["leaks", "bins", "direct", "call_graph", "lifetimes", "cxx"])]
+    pub cpu: bool,
     /// Attribute by source line: in every table a function is one line of it,
     /// `function@file:line` (the line of the call it was making), so the tables say which
     /// line allocates. Needs debug information (-g); frames without it stay whole functions.

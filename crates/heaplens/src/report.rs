@@ -36,6 +36,9 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
         naming: heaplens_interpret::paths::Naming { by_line: a.lines, full_names: a.full_names },
         payload_budget: (a.memory << 20) as usize,
     };
+    if a.cpu || cpu_only(&a.trace) {
+        return cpu_report(a, &opts);
+    }
     let report = analyze_file(&a.trace, &opts)?;
     warn_if_damaged(&report);
     if (a.cxx && report.cxx.is_none()) || (a.lifetimes && report.lifetimes.is_none()) {
@@ -65,6 +68,44 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
             s
         }
     };
+    print(&out)
+}
+
+/// `heaplens report --cpu`.
+fn cpu_report(a: &ReportArgs, opts: &Options) -> anyhow::Result<()> {
+    let r = heaplens_report::cpu::cpu_report_file(&a.trace, opts.naming, opts.progress)?;
+    if r.trace.truncated || r.trace.corrupt_blocks > 0 || r.trace.malformed_blocks > 0 {
+        eprintln!(
+            "heaplens: warning: {}: damaged trace, reporting what could be read: {}",
+            r.trace.path,
+            render_text::health_of(&r.trace)
+        );
+    }
+    if r.samples == 0 && !a.cpu {
+        // Neither events nor samples: the memory report says what there is.
+        let report = analyze_file(&a.trace, opts)?;
+        return print(&render_text::render(&report, &TextOptions::default()));
+    }
+    let out = match a.format {
+        Format::Text => heaplens_report::cpu::text::render(&r, a.top),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&r).context("cannot serialize the report")?;
+            s.push('\n');
+            s
+        }
+    };
+    print(&out)
+}
+
+/// Whether the trace was recorded with `--cpu-only`: it has CPU samples and no allocation
+/// events. Read from the monitor's settings in the Process record would be cheaper, but
+/// older traces lack them; the first blocks tell.
+fn cpu_only(trace: &std::path::Path) -> bool {
+    heaplens_interpret::cpu::recorded_cpu_only(trace)
+}
+
+/// Writes a report to stdout.
+fn print(out: &str) -> anyhow::Result<()> {
     let mut stdout = io::stdout().lock();
     match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
         // `heaplens report t | head` is not an error.

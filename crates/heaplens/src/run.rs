@@ -90,6 +90,12 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     if let Some(rate) = a.sample_rate {
         cmd.env("HEAPLENS_SAMPLE_RATE", rate.to_string());
     }
+    if a.cpu.is_some() || a.cpu_only {
+        cmd.env("HEAPLENS_CPU_HZ", a.cpu.unwrap_or(999).to_string());
+    }
+    if a.cpu_only {
+        cmd.env("HEAPLENS_CPU_ONLY", "1");
+    }
     // heaplens outlives Ctrl-C to seal the trace; the program gets the signal as usual.
     // SAFETY: signal() is async-signal-safe; restoring defaults is all the child does here.
     unsafe {

@@ -44,6 +44,7 @@ impl TraceBuilder {
             max_frames: 1024,
             time_source: Default::default(),
             sample_rate,
+            ..ProcessRecord::default()
         };
         w.write_block(BlockKind::Process, &p.encode()).unwrap();
         Self { w }

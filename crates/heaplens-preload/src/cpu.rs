@@ -1,0 +1,312 @@
+//! CPU-time sampling (`heaplens run --cpu`), MemProfLib's profiling mode: every thread has a
+//! timer on its own CPU-time clock that sends it `SIGPROF` every `1/HZ` seconds of CPU it
+//! uses, so a thread that sleeps or waits is never sampled and a busy one is, in proportion.
+//! The handler unwinds the interrupted code with the monitor's unwinder (allocation-free) and
+//! puts the time and the return addresses in the thread's ring; the writer thread drains the
+//! rings, interns the stacks into the trie and writes Samples blocks
+//! ([`heaplens_trace::record::SampleRecord`]).
+//!
+//! The signal goes through the monitor's signal table (`crate::crash`): a SIGPROF from one of
+//! these timers (SI_TIMER with [`MAGIC`] as its value) is a sample; any other goes to the
+//! program's own handler, so a program with a SIGPROF profiler of its own keeps it. The handler
+//! is installed with `SA_RESTART`, and a CPU-time timer fires only while its thread runs, not
+//! while it waits in a system call, so the program's blocking calls are not interrupted. A
+//! sample that lands while the thread runs monitor code is dropped (that time is the monitor's,
+//! not the program's) and counted.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use heaplens_trace::record::{Sample, SampleRecord};
+
+use crate::{procinfo, tls, unwind};
+
+/// The signal the timers send.
+pub const SIGNAL: i32 = libc::SIGPROF;
+
+/// The value the monitor's timers carry in their signals (`sigev_value`), telling their
+/// signals from the program's.
+const MAGIC: u64 = 0x6865_6170_6c65_6e73; // "heaplens"
+
+/// Words of a thread's ring: at 999 Hz and 30 frames a sample, a quarter of a second of CPU
+/// time, against the writer's sweep of 10 ms.
+const RING_WORDS: usize = 8192;
+
+/// Deepest stack a sample keeps.
+const MAX_FRAMES: usize = 256;
+
+/// Threads sampled at once (samplers of ended threads give their place back once drained).
+const MAX_THREADS: usize = 1024;
+
+/// Samples per second of CPU time per thread (0: off).
+static HZ: AtomicU32 = AtomicU32::new(0);
+
+/// The rate asked for (`HEAPLENS_CPU_HZ`), for the Process record, which is written before
+/// sampling starts.
+static REQUESTED: AtomicU32 = AtomicU32::new(0);
+
+/// Notes the rate asked for, before [`start`].
+pub fn request(hz: u32) {
+    REQUESTED.store(hz.min(100_000), Ordering::Relaxed);
+}
+
+/// The rate asked for (0: none).
+pub fn requested_hz() -> u32 {
+    REQUESTED.load(Ordering::Relaxed)
+}
+
+/// Samples dropped: the thread was inside the monitor, or its ring was full.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Threads not sampled: more than [`MAX_THREADS`] at once, or no timer.
+static UNSAMPLED: AtomicU64 = AtomicU64::new(0);
+
+/// One thread's sampler. Made on the thread itself, then reached from its signal handler
+/// (through its TLS slot) and from the writer (through [`SAMPLERS`]), which frees it once the
+/// thread has ended and its last samples are written.
+pub struct Sampler {
+    tid: u32,
+    stack: Range<u64>,
+    cache: Box<unwind::Cache>,
+    /// Records `ts weight n frame*n`, written by the handler at `tail`, read by the writer at `head`.
+    ring: Box<[u64]>,
+    head: AtomicUsize,
+    tail: AtomicUsize,
+    timer: libc::timer_t,
+    /// Set when the thread ended: no sample comes any more.
+    ended: AtomicBool,
+}
+
+/// Every sampled thread's [`Sampler`] (0: a free place). The ring is single-producer (the
+/// thread's handler) single-consumer (the writer, under the stack trie's lock).
+static SAMPLERS: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(0) }; MAX_THREADS];
+
+/// The key whose destructor stops an ending thread's timer (any way it ends: return,
+/// `pthread_exit`, cancellation).
+static KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Whether CPU sampling is on.
+pub fn enabled() -> bool {
+    HZ.load(Ordering::Relaxed) != 0
+}
+
+/// Nanoseconds of CPU time per sample.
+pub fn period_ns() -> u64 {
+    1_000_000_000 / u64::from(HZ.load(Ordering::Relaxed).max(1))
+}
+
+/// Samples dropped so far.
+pub fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// Threads that could not be sampled so far.
+pub fn unsampled_threads() -> u64 {
+    UNSAMPLED.load(Ordering::Relaxed)
+}
+
+/// Turns sampling on at `hz` samples per CPU second (at most 100 000) and starts it on the
+/// calling thread (the main thread, at start-up, after `crash::install`). Threads the program
+/// creates later start theirs as they begin (see `hooks/threads.rs`). Returns false, with
+/// sampling off, if SIGPROF could not be taken over.
+pub fn start(hz: u32) -> bool {
+    if hz == 0 {
+        return false;
+    }
+    HZ.store(hz.min(100_000), Ordering::Relaxed);
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: a key with a destructor of the right signature.
+    if !crate::crash::take_over_sigprof() || unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } != 0 {
+        HZ.store(0, Ordering::Relaxed);
+        return false;
+    }
+    KEY.store(key, Ordering::Relaxed);
+    start_thread();
+    true
+}
+
+/// Starts sampling the calling thread: its sampler, then a timer on its CPU-time clock. Runs
+/// outside any signal handler (it allocates).
+pub fn start_thread() {
+    if !enabled() || !tls::slot().cpu.is_null() {
+        return;
+    }
+    let tid = procinfo::gettid();
+    let period = period_ns() as i64;
+    // SAFETY: a sigevent for this thread and a timer on its own CPU clock, filled in here.
+    let timer = unsafe {
+        let mut sev: libc::sigevent = std::mem::zeroed();
+        sev.sigev_notify = libc::SIGEV_THREAD_ID;
+        sev.sigev_signo = SIGNAL;
+        sev.sigev_notify_thread_id = tid as i32;
+        sev.sigev_value.sival_ptr = MAGIC as *mut libc::c_void;
+        let mut timer: libc::timer_t = std::mem::zeroed();
+        if libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut sev, &mut timer) != 0 {
+            UNSAMPLED.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        timer
+    };
+    let s = Box::into_raw(Box::new(Sampler {
+        tid,
+        stack: procinfo::thread_stack(),
+        cache: Box::default(),
+        ring: vec![0; RING_WORDS].into_boxed_slice(),
+        head: AtomicUsize::new(0),
+        tail: AtomicUsize::new(0),
+        timer,
+        ended: AtomicBool::new(false),
+    }));
+    let placed =
+        SAMPLERS.iter().any(|p| p.compare_exchange(0, s as usize, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+    if !placed {
+        UNSAMPLED.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the timer and box made above, never shared.
+        unsafe {
+            libc::timer_delete(timer);
+            drop(Box::from_raw(s));
+        }
+        return;
+    }
+    tls::slot().cpu = s.cast();
+    // SAFETY: the key made at start; a timer this thread owns.
+    unsafe {
+        libc::pthread_setspecific(KEY.load(Ordering::Relaxed), s.cast());
+        let ts = libc::timespec { tv_sec: period / 1_000_000_000, tv_nsec: period % 1_000_000_000 };
+        let spec = libc::itimerspec { it_interval: ts, it_value: ts };
+        libc::timer_settime(timer, 0, &spec, std::ptr::null_mut());
+    }
+}
+
+/// The thread is ending: its timer goes, its last samples are still written.
+unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
+    let s = &*(p as *const Sampler);
+    tls::slot().cpu = std::ptr::null_mut();
+    libc::timer_delete(s.timer);
+    s.ended.store(true, Ordering::Release);
+}
+
+/// In a forked child: the parent's samplers are not this process's threads, and timers are not
+/// inherited. Starts over on the one thread the child has.
+pub fn after_fork_child() {
+    if !enabled() {
+        return;
+    }
+    for p in &SAMPLERS {
+        p.store(0, Ordering::Relaxed);
+    }
+    tls::slot().cpu = std::ptr::null_mut();
+    start_thread();
+}
+
+/// The SIGPROF handler's first step (from `crash`): true if the signal was one of the
+/// monitor's timers, now taken as a sample; false if it is the program's.
+pub fn on_signal(info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
+    // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler. For
+    // SI_TIMER the kernel's siginfo holds, after signo, errno, code and padding (16 bytes), the
+    // timer id and overrun count (two ints, at 16 and 20), then the timer's sigval (at 24;
+    // include/uapi/asm-generic/siginfo.h).
+    unsafe {
+        if info.is_null() || ctx.is_null() || (*info).si_code != libc::SI_TIMER {
+            return false;
+        }
+        if std::ptr::read_unaligned((info as *const u8).add(24) as *const u64) != MAGIC {
+            return false;
+        }
+        let overrun = std::ptr::read_unaligned((info as *const u8).add(20) as *const i32);
+        let errno = *libc::__errno_location();
+        let slot = tls::slot();
+        let s = slot.cpu as *mut Sampler;
+        if s.is_null() {
+            return true;
+        }
+        if slot.guard != 0 {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        slot.guard = 1;
+        let uc = ctx as *mut libc::ucontext_t;
+        let g = &(*uc).uc_mcontext.gregs;
+        let (ip, sp, bp) =
+            (g[libc::REG_RIP as usize] as u64, g[libc::REG_RSP as usize] as u64, g[libc::REG_RBP as usize] as u64);
+        let mut frames = [0u64; MAX_FRAMES];
+        let s = &mut *s;
+        let n = unwind::sample(&mut s.cache, &s.stack, ip, sp, bp, &mut frames);
+        s.push(procinfo::now_ticks(), 1 + overrun.max(0) as u64, &frames[..n]);
+        slot.guard = 0;
+        *libc::__errno_location() = errno;
+        true
+    }
+}
+
+impl Sampler {
+    /// Appends a sample (from the handler).
+    fn push(&self, ts: u64, weight: u64, frames: &[u64]) {
+        let need = 3 + frames.len();
+        let (head, tail) = (self.head.load(Ordering::Acquire), self.tail.load(Ordering::Relaxed));
+        if tail - head + need > self.ring.len() {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let ring = self.ring.as_ptr() as *mut u64;
+        let put = |i: usize, w: u64| {
+            // SAFETY: `i` is within the free part of the ring, which only this producer writes.
+            unsafe { *ring.add(i % self.ring.len()) = w };
+        };
+        put(tail, ts);
+        put(tail + 1, weight);
+        put(tail + 2, frames.len() as u64);
+        for (k, &f) in frames.iter().enumerate() {
+            put(tail + 3 + k, f);
+        }
+        self.tail.store(tail + need, Ordering::Release);
+    }
+
+    /// Takes the samples written so far: `f(ts, weight, frames)` each, outermost frame last.
+    fn drain(&self, f: &mut dyn FnMut(u64, u64, &[u64])) {
+        let (mut head, tail) = (self.head.load(Ordering::Relaxed), self.tail.load(Ordering::Acquire));
+        let len = self.ring.len();
+        let mut frames = Vec::new();
+        while head < tail {
+            let ts = self.ring[head % len];
+            let weight = self.ring[(head + 1) % len];
+            let n = self.ring[(head + 2) % len] as usize;
+            frames.clear();
+            frames.extend((0..n).map(|k| self.ring[(head + 3 + k) % len]));
+            f(ts, weight, &frames);
+            head += 3 + n;
+        }
+        self.head.store(head, Ordering::Release);
+    }
+}
+
+/// Drains every thread's samples, interning their stacks with `intern` (frames innermost
+/// first to a trie node): one record per thread with samples. Frees the samplers of threads
+/// that ended. Call under the stack trie's lock (one drainer at a time).
+pub fn drain(intern: &mut dyn FnMut(&[u64]) -> u32) -> Vec<SampleRecord> {
+    let period_ns = period_ns();
+    let mut out = Vec::new();
+    for place in &SAMPLERS {
+        let p = place.load(Ordering::Acquire);
+        if p == 0 {
+            continue;
+        }
+        // SAFETY: a sampler stays until this function frees it.
+        let s = unsafe { &*(p as *const Sampler) };
+        let ended = s.ended.load(Ordering::Acquire);
+        let mut rec = SampleRecord { tid: s.tid, period_ns, samples: Vec::new() };
+        s.drain(&mut |ts, weight, frames| {
+            let weight = weight.min(u32::MAX.into()) as u32;
+            rec.samples.push(Sample { ts, stack: intern(frames), weight });
+        });
+        if !rec.samples.is_empty() {
+            out.push(rec);
+        }
+        if ended {
+            place.store(0, Ordering::Release);
+            // SAFETY: the thread ended (no handler runs for it) and its place is cleared.
+            drop(unsafe { Box::from_raw(p as *mut Sampler) });
+        }
+    }
+    out
+}

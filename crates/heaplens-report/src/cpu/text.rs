@@ -1,0 +1,149 @@
+//! `heaplens report --cpu` as text: gprof's flat profile and call graph, CPU time per thread.
+
+use std::fmt::Write;
+
+use super::model::{CpuGraphEdge, CpuReport};
+use crate::render_text::{human_ns, process_lines};
+
+/// Renders the profile; `top` rows per table (0 = all).
+pub fn render(r: &CpuReport, top: usize) -> String {
+    let limit = |n: usize| if top == 0 { n } else { n.min(top) };
+    let mut out = String::new();
+    let o = &mut out;
+    let _ = writeln!(o, "heaplens report --cpu: {}", r.trace.path);
+    process_lines(&r.trace, &r.process, o);
+    for w in &r.trace.symbol_warnings {
+        let _ = writeln!(o, "  warning              {w}");
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "CPU SAMPLES");
+    if r.samples == 0 {
+        let _ = writeln!(o, "  none: record with `heaplens run --cpu` (or --cpu-only) to sample CPU time");
+        return out;
+    }
+    let _ = writeln!(
+        o,
+        "  {:<20} {:>14}  at {} Hz of each thread's CPU time (one per {})",
+        "samples",
+        r.samples,
+        r.rate_hz,
+        human_ns(r.period_ns)
+    );
+    let _ = writeln!(o, "  {:<20} {:>14}", "CPU time", human_ns(r.cpu_ns));
+    let _ = writeln!(o, "  {:<20} {:>14}", "threads sampled", r.threads.len());
+    let _ = writeln!(o);
+
+    let _ = writeln!(o, "CPU TIME BY THREAD");
+    let _ =
+        writeln!(o, "  {:>8} {:<16} {:>9} {:>12} {:>6}  hottest function", "tid", "name", "samples", "CPU time", "%");
+    for t in &r.threads[..limit(r.threads.len())] {
+        let _ = writeln!(
+            o,
+            "  {:>8} {:<16} {:>9} {:>12} {:>6.1}  {}",
+            t.tid,
+            t.name,
+            t.samples,
+            human_ns(t.cpu_ns),
+            t.percent,
+            t.top_function
+        );
+    }
+    let _ = writeln!(o);
+
+    let _ = writeln!(o, "FLAT PROFILE (gprof layout: functions by CPU time spent in them)");
+    let _ =
+        writeln!(o, "  self: samples with the function innermost; total: with it anywhere on the stack (once each)");
+    let _ = writeln!(
+        o,
+        "  {:>6} {:>7} {:>12} {:>8} {:>6} {:>12} {:>8}  function",
+        "%self", "cumul%", "self", "samples", "%total", "total", "samples"
+    );
+    for f in &r.flat[..limit(r.flat.len())] {
+        let module = f.module.as_deref().map(|m| format!(" ({m})")).unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  {:>6.1} {:>7.1} {:>12} {:>8} {:>6.1} {:>12} {:>8}  {}{}",
+            f.self_percent,
+            f.cumulative_percent,
+            human_ns(f.self_ns),
+            f.self_samples,
+            f.inclusive_percent,
+            human_ns(f.inclusive_ns),
+            f.inclusive_samples,
+            f.function,
+            module
+        );
+    }
+    if r.flat.len() > limit(r.flat.len()) {
+        let _ = writeln!(o, "  ... {} more functions (--top 0 shows all)", r.flat.len() - limit(r.flat.len()));
+    }
+    let _ = writeln!(o);
+
+    let _ = writeln!(o, "CPU CALL GRAPH (gprof layout: callers above each entry, callees below)");
+    let _ = writeln!(
+        o,
+        "  self: CPU time in the entry itself; self+desc: with its callees; called: samples through it\n  \
+         caller and callee lines: the same through that edge; called = via the edge / via the callee"
+    );
+    let _ = writeln!(o, "  {:<7} {:>6} {:>12} {:>12} {:>13}  name", "index", "%total", "self", "self+desc", "called");
+    let rule = format!("  {}", "-".repeat(86));
+    let edge = |o: &mut String, e: &CpuGraphEdge| {
+        let called = format!("{}/{}", e.samples, e.total_samples);
+        let _ = writeln!(
+            o,
+            "  {:<7} {:>6} {:>12} {:>12} {:>13}      {} [{}]",
+            "",
+            "",
+            human_ns(e.self_ns),
+            human_ns(e.ns),
+            called,
+            e.name,
+            e.index
+        );
+    };
+    let n = limit(r.call_graph.len());
+    for e in &r.call_graph[..n] {
+        let _ = writeln!(o, "{rule}");
+        for c in &e.callers {
+            edge(o, c);
+        }
+        let called = if e.recursive_samples > 0 {
+            format!("{}+{}", e.samples, e.recursive_samples)
+        } else {
+            e.samples.to_string()
+        };
+        let _ = writeln!(
+            o,
+            "  {:<7} {:>6.1} {:>12} {:>12} {:>13}  {} [{}]",
+            format!("[{}]", e.index),
+            e.inclusive_percent,
+            human_ns(e.self_ns),
+            human_ns(e.inclusive_ns),
+            called,
+            e.name,
+            e.index
+        );
+        if e.is_cycle {
+            let _ = writeln!(
+                o,
+                "  {:<7} {:>6} {:>12} {:>12} {:>13}    members: {}",
+                "",
+                "",
+                "",
+                "",
+                "",
+                e.members.join(", ")
+            );
+        }
+        for c in &e.callees {
+            edge(o, c);
+        }
+    }
+    if n > 0 {
+        let _ = writeln!(o, "{rule}");
+    }
+    if r.call_graph.len() > n {
+        let _ = writeln!(o, "  ... {} more entries (--top 0 shows all)", r.call_graph.len() - n);
+    }
+    out
+}
