@@ -6,7 +6,7 @@
  * little, so that allocations and samples share the trace.
  *
  * Usage: cpu_burn [MS]   MS = CPU milliseconds per worker (default 600).
- * Prints the CPU time each function really used, per thread.
+ * Prints, per worker, the CPU time each function really used and the blocks it allocated.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -41,17 +41,24 @@ static inline __attribute__((always_inline)) long spin(long us, double step) {
 static __attribute__((noinline)) long burn_seventy(long us) { return spin(us, 0.0000001); }
 static __attribute__((noinline)) long burn_thirty(long us) { return spin(us, 0.0000003); }
 
-struct result { long seventy_us, thirty_us; };
+struct result { long seventy_us, thirty_us, mallocs; };
 
 static void *worker(void *arg) {
     struct result *r = arg;
     long total = per_worker_ms * 1000;
-    /* Interleaved in 10 ms slices, so both run at every point of the run. */
-    for (long done = 0; done < total; done += 10000) {
-        r->seventy_us += burn_seventy(7000);
-        r->thirty_us += burn_thirty(3000);
+    /* Interleaved in slices of 4 to 16 ms (10 on average), so both run at every point of the
+     * run; of random lengths, so that the slices do not keep step with the kernel's tick (a
+     * CPU-time timer fires on it) and every sample lands anywhere in a slice. */
+    unsigned seed = 12345u + (unsigned)(size_t)r;
+    for (long done = 0; done < total;) {
+        seed = seed * 1103515245u + 12345u;
+        long slice = 4000 + (seed >> 8) % 12001;
+        r->seventy_us += burn_seventy(slice * 7 / 10);
+        r->thirty_us += burn_thirty(slice - slice * 7 / 10);
+        done += slice;
         void *volatile p = malloc(64);
         free(p);
+        r->mallocs++;
     }
     return NULL;
 }
@@ -67,13 +74,14 @@ static void *idle(void *arg) {
 int main(int argc, char **argv) {
     if (argc > 1) per_worker_ms = atol(argv[1]);
     pthread_t w[2], i;
-    struct result r[2] = {{0, 0}, {0, 0}};
+    struct result r[2] = {{0, 0, 0}, {0, 0, 0}};
     pthread_create(&i, NULL, idle, NULL);
     for (int k = 0; k < 2; k++) pthread_create(&w[k], NULL, worker, &r[k]);
     for (int k = 0; k < 2; k++) pthread_join(w[k], NULL);
     stop_idle = 1;
     pthread_join(i, NULL);
     for (int k = 0; k < 2; k++)
-        printf("worker %d: burn_seventy %ld us, burn_thirty %ld us\n", k, r[k].seventy_us, r[k].thirty_us);
+        printf("cpu_burn: worker=%d seventy_us=%ld thirty_us=%ld mallocs=%ld\n", k, r[k].seventy_us, r[k].thirty_us,
+               r[k].mallocs);
     return 0;
 }

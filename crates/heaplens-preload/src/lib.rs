@@ -399,6 +399,10 @@ extern "C" fn fork_child() {
         aggregate::reset_after_fork();
         output::restart_in_child(&process_record(config().max_frames), me.unwrap_or(0));
         cpu::after_fork_child();
+        if cpu::enabled() {
+            // Samples come without events: nothing else would start the child's writer.
+            output::ensure_writer();
+        }
     });
     if r.is_err() {
         disable("internal error after fork");

@@ -333,8 +333,8 @@ pub fn write_pending() {
     // CPU samples: their stacks interned now, so that their nodes go out with the others.
     let samples = if crate::cpu::enabled() { crate::cpu::drain(&mut |frames| trie.intern(frames)) } else { Vec::new() };
     let stacks = trie.take_pending();
-    if let Some((path, process)) = (!events.is_empty()).then(take_deferred).flatten() {
-        // A forked child's first events: only now does it get a trace of its own (a child
+    if let Some((path, process)) = (!events.is_empty() || !samples.is_empty()).then(take_deferred).flatten() {
+        // A forked child's first events or samples: only now does it get a trace of its own (a child
         // that just execs another program leaves no empty file behind).
         if let Err(e) = open(&path, &process) {
             crate::abandon(&format!("cannot create the trace of child process {}: {e}", process.pid));
