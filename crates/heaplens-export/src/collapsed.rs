@@ -1,11 +1,13 @@
 //! Folded stacks (Brendan Gregg's `stackcollapse` output: `outer;...;inner count`, one line per
-//! stack) and the flame graph drawn from them with inferno.
+//! stack) and the flame graph drawn from them with inferno: of allocation stacks weighted by a
+//! [`Metric`], or of CPU-sample stacks weighted by samples.
 
 use std::io::{self, Write};
 use std::path::Path;
 
-use heaplens_interpret::paths::resolve;
-use heaplens_interpret::symbolize::for_trace;
+use heaplens_interpret::load::StackTable;
+use heaplens_interpret::paths::{resolve, resolve_samples, FrameTable, Naming, Paths};
+use heaplens_interpret::symbolize::{for_trace, Symbolizer};
 use heaplens_interpret::Trace;
 
 use crate::totals::StackTotals;
@@ -21,9 +23,32 @@ pub fn lines(
     progress: bool,
 ) -> (Vec<(String, u64)>, Vec<String>) {
     let kept: Vec<(u32, u64)> = stacks.iter().map(|(id, s)| (*id, metric.of(s))).filter(|&(_, n)| n > 0).collect();
+    fold(path, t, &kept, |st, ids, sym| resolve(st, ids, sym, progress))
+}
+
+/// The folded line of every CPU-sample stack of `by_stack` (`(stack id, samples)`), weighted by
+/// its samples: paths as [`resolve_samples`] gives them (the interrupted function innermost,
+/// allocator frames kept), with the symbolizer's warnings.
+pub fn sample_lines(
+    path: &Path,
+    t: &Trace,
+    by_stack: &[(u32, u64)],
+    progress: bool,
+) -> (Vec<(String, u64)>, Vec<String>) {
+    let kept: Vec<(u32, u64)> = by_stack.iter().copied().filter(|&(_, n)| n > 0).collect();
+    fold(path, t, &kept, |st, ids, sym| resolve_samples(st, ids, sym, progress, Naming::default()))
+}
+
+/// Folds `kept` (`(stack id, weight)`), its paths from `resolve`.
+fn fold(
+    path: &Path,
+    t: &Trace,
+    kept: &[(u32, u64)],
+    resolve: impl FnOnce(&StackTable, &[u32], &mut dyn Symbolizer) -> (FrameTable, Paths),
+) -> (Vec<(String, u64)>, Vec<String>) {
     let ids: Vec<u32> = kept.iter().map(|&(id, _)| id).collect();
     let (mut sym, damaged) = for_trace(path, t);
-    let (frames, paths) = resolve(&t.stacks, &ids, sym.as_mut(), progress);
+    let (frames, paths) = resolve(&t.stacks, &ids, sym.as_mut());
     let mut folded: std::collections::BTreeMap<String, u64> = Default::default();
     for (i, &(_, n)) in kept.iter().enumerate() {
         let names: Vec<String> = paths
@@ -55,7 +80,10 @@ pub fn write(w: &mut dyn Write, lines: &[(String, u64)]) -> io::Result<()> {
 pub fn flamegraph(w: &mut dyn Write, lines: &[(String, u64)], metric: Metric, trace: &Path) -> io::Result<()> {
     let text: Vec<String> = lines.iter().map(|(s, n)| format!("{s} {n}")).collect();
     let mut opts = inferno::flamegraph::Options::default();
-    opts.title = format!("{} by allocation stack", title(metric));
+    opts.title = match metric {
+        Metric::CpuSamples => title(metric).to_string(),
+        _ => format!("{} by allocation stack", title(metric)),
+    };
     opts.subtitle = Some(trace.display().to_string());
     opts.count_name = metric.unit().into();
     opts.name_type = "Function:".into();
@@ -69,5 +97,6 @@ fn title(metric: Metric) -> &'static str {
         Metric::InuseBytes => "Bytes in use at the peak",
         Metric::LeakedBytes => "Bytes leaked",
         Metric::LeakedCount => "Blocks leaked",
+        Metric::CpuSamples => "CPU samples",
     }
 }

@@ -8,14 +8,24 @@
 //! profiler does: a block can be released on another thread than the one that allocated it.
 //! A deallocation carries its allocation's stack (the trace records no stack for releases), so
 //! the call tree of "retained" memory nets out.
+//!
+//! The CPU samples of `heaplens run --cpu` go on the track of the thread they were taken on
+//! (its `samples` table: the call tree, flame graph and activity graph of that thread), each
+//! with its time, its stack (the paths of [`resolve_samples`]: the interrupted function
+//! innermost, the runtime's frames outside `main` or a thread's start routine cut), its CPU
+//! delta (the nanoseconds of CPU time it stands for) and a weight of the sampling periods it
+//! stands for (1 unless the kernel coalesced timer expirations), the profile's interval being
+//! the sampling period.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
 use fxprof_processed_profile::{
-    CategoryColor, CategoryPairHandle, FrameFlags, FrameInfo, Profile, ReferenceTimestamp, SamplingInterval,
-    StackHandle, ThreadHandle, Timestamp,
+    CategoryColor, CategoryPairHandle, CpuDelta, FrameFlags, FrameInfo, ProcessHandle, Profile, ReferenceTimestamp,
+    SamplingInterval, StackHandle, ThreadHandle, Timestamp,
 };
+use heaplens_interpret::cpu::CpuSamples;
+use heaplens_interpret::paths::{resolve_samples, Naming};
 use heaplens_interpret::symbolize::{Frame, Symbolizer};
 use heaplens_interpret::view::{Block, Release, View};
 use heaplens_interpret::Trace;
@@ -33,9 +43,11 @@ pub struct Firefox<'t> {
     trace: &'t Trace,
     sym: Box<dyn Symbolizer>,
     profile: Profile,
+    process: ProcessHandle,
     thread: ThreadHandle,
     category: CategoryPairHandle,
-    counter: fxprof_processed_profile::CounterHandle,
+    /// The memory track (none for a trace recorded with `--cpu-only`, which has no allocations).
+    counter: Option<fxprof_processed_profile::CounterHandle>,
     start_ns: u64,
     stacks: HashMap<u32, Option<StackHandle>>,
     frames: Vec<Frame>,
@@ -48,6 +60,8 @@ pub struct Firefox<'t> {
     /// Samples added, and events left out past [`MAX_SAMPLES`].
     samples: u64,
     left_out: u64,
+    /// Distinct stacks of the CPU samples, over the threads.
+    cpu_stacks: usize,
 }
 
 impl<'t> Firefox<'t> {
@@ -69,11 +83,14 @@ impl<'t> Firefox<'t> {
         let thread = profile.add_thread(process, pid, Timestamp::from_nanos_since_reference(0), true);
         profile.set_thread_name(thread, &name);
         let category = profile.add_category("Allocation", CategoryColor::Orange).into();
-        let counter = profile.add_counter(process, "malloc", "Memory", "Bytes in use (requested sizes)");
+        let cpu_only = t.process.as_ref().is_some_and(|p| p.cpu_only);
+        let counter =
+            (!cpu_only).then(|| profile.add_counter(process, "malloc", "Memory", "Bytes in use (requested sizes)"));
         Firefox {
             trace: t,
             sym,
             profile,
+            process,
             thread,
             category,
             counter,
@@ -85,6 +102,68 @@ impl<'t> Firefox<'t> {
             bytes: 0,
             samples: 0,
             left_out: 0,
+            cpu_stacks: 0,
+        }
+    }
+
+    /// Adds the CPU samples of the trace (`samples`, from [`CpuSamples::of`] on it), each
+    /// thread's on its own track: the process's main thread (the allocations' thread) for
+    /// those of the main thread, a thread of the profile for each other sampled thread. Call it
+    /// once, before or after the replay.
+    pub fn add_cpu_samples(&mut self, samples: &CpuSamples, progress: bool) {
+        if samples.is_empty() || samples.period_ns == 0 {
+            return;
+        }
+        self.profile.set_interval(SamplingInterval::from_nanos(samples.period_ns));
+        let by_stack = samples.by_stack();
+        let ids: Vec<u32> = by_stack.iter().map(|&(s, _, _)| s).collect();
+        // Full names, as the allocation samples' frames are named.
+        let naming = Naming { full_names: true, ..Naming::default() };
+        let trace = self.trace;
+        let (frames, paths) = resolve_samples(&trace.stacks, &ids, self.sym.as_mut(), progress, naming);
+        let category: CategoryPairHandle = self.profile.add_category("CPU", CategoryColor::Blue).into();
+        let pid = trace.process.as_ref().map(|p| p.pid);
+        let program = trace.process.as_ref().map_or("program", |p| p.exe.rsplit('/').next().unwrap_or(&p.exe));
+        for th in &samples.threads {
+            let Some(first) = th.samples.first() else { continue };
+            let thread = if Some(th.tid) == pid {
+                self.thread
+            } else {
+                let start = self.time(first.ts_ns.saturating_sub(samples.period_ns));
+                let h = self.profile.add_thread(self.process, th.tid, start, false);
+                // The last name the thread was given; a thread never named has the program's.
+                let name = trace.thread_names.iter().rev().find(|n| n.tid == th.tid).map(|n| n.name.as_str());
+                self.profile.set_thread_name(h, name.unwrap_or(program));
+                h
+            };
+            // The profile's stacks are per thread: interned again on each.
+            let mut stacks: HashMap<usize, Option<StackHandle>> = HashMap::new();
+            for s in &th.samples {
+                let stack = match ids.binary_search(&s.stack) {
+                    Ok(i) => *stacks.entry(i).or_insert_with(|| {
+                        let path = paths.get(i);
+                        let labels: Vec<&str> = if path.is_empty() {
+                            vec!["[unknown]"]
+                        } else {
+                            path.iter().rev().map(|&site| frames.name(frames.function_of(site))).collect()
+                        };
+                        let infos: Vec<FrameInfo> = labels
+                            .into_iter()
+                            .map(|l| FrameInfo {
+                                frame: fxprof_processed_profile::Frame::Label(self.profile.intern_string(l)),
+                                category_pair: category,
+                                flags: FrameFlags::empty(),
+                            })
+                            .collect();
+                        self.profile.intern_stack_frames(thread, infos.into_iter())
+                    }),
+                    Err(_) => None,
+                };
+                let periods = (s.cpu_ns / samples.period_ns).clamp(1, i32::MAX as u64) as i32;
+                let t = self.time(s.ts_ns);
+                self.profile.add_sample(thread, t, stack, CpuDelta::from_nanos(s.cpu_ns), periods);
+            }
+            self.cpu_stacks += stacks.len();
         }
     }
 
@@ -134,23 +213,26 @@ impl<'t> Firefox<'t> {
         self.pending.1 += 1;
         if ts >= self.pending.2 + COUNTER_STEP_NS {
             let t = self.time(ts);
-            self.profile.add_counter_sample(self.counter, t, self.pending.0 as f64, self.pending.1);
+            if let Some(counter) = self.counter {
+                self.profile.add_counter_sample(counter, t, self.pending.0 as f64, self.pending.1);
+            }
             self.pending = (0, 0, ts);
         }
     }
 
     /// Writes the profile as JSON.
     pub fn write(mut self, w: &mut dyn Write, end_ns: u64) -> io::Result<()> {
-        if self.pending.1 > 0 {
+        if let (Some(counter), true) = (self.counter, self.pending.1 > 0) {
             let t = self.time(end_ns);
-            self.profile.add_counter_sample(self.counter, t, self.pending.0 as f64, self.pending.1);
+            self.profile.add_counter_sample(counter, t, self.pending.0 as f64, self.pending.1);
         }
         serde_json::to_writer(w, &self.profile).map_err(io::Error::other)
     }
 
-    /// Distinct allocation stacks in the profile.
+    /// Distinct stacks in the profile: the allocations' (trie nodes on the way to them
+    /// included), and the CPU samples' on each thread.
     pub fn stacks(&self) -> usize {
-        self.stacks.len()
+        self.stacks.len() + self.cpu_stacks
     }
 
     /// Symbolization problems met, and events left out.

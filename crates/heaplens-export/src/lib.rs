@@ -2,15 +2,19 @@
 //! one replay every view reads (`heaplens_interpret::view`), in memory that does not grow with
 //! the trace.
 //!
-//! | format | what opens it |
-//! |---|---|
-//! | [`Format::Collapsed`] | flame graph tools: Brendan Gregg's folded stacks, `stack count` |
-//! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) |
-//! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text |
-//! | [`Format::Pprof`] | `go tool pprof OUT`, pprof.me, Grafana Pyroscope: gzipped profile.proto |
-//! | [`Format::Parquet`] | DuckDB, Spark, DataFusion: events, stacks and frames as Parquet tables |
-//! | [`Format::Heaptrack`] | `heaptrack_print OUT`, `heaptrack_gui OUT` |
-//! | [`Format::Firefox`] | profiler.firefox.com (Load a profile from file): allocation samples, memory track |
+//! | format | what opens it | CPU samples (`heaplens run --cpu`) |
+//! |---|---|---|
+//! | [`Format::Collapsed`] | flame graph tools: Brendan Gregg's folded stacks, `stack count` | with [`Metric::CpuSamples`]: stacks weighted by samples |
+//! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) | with [`Metric::CpuSamples`] |
+//! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text | no |
+//! | [`Format::Pprof`] | `go tool pprof OUT`, pprof.me, Grafana Pyroscope: gzipped profile.proto | with [`Metric::CpuSamples`]: a CPU profile (`samples`/count, `cpu`/nanoseconds) |
+//! | [`Format::Parquet`] | DuckDB, Spark, DataFusion: events, stacks and frames as Parquet tables | no |
+//! | [`Format::Heaptrack`] | `heaptrack_print OUT`, `heaptrack_gui OUT` | no |
+//! | [`Format::Firefox`] | profiler.firefox.com (Load a profile from file): allocation samples, memory track | always: each thread's samples on its track |
+//!
+//! Without [`Metric::CpuSamples`] the formats hold the allocations; the Firefox profile holds
+//! both whatever the metric. [`default_metric`] picks CPU samples for a trace recorded with
+//! `heaplens run --cpu-only`.
 //!
 //! ```no_run
 //! use heaplens_export::{export, Format, Metric, Options};
@@ -35,6 +39,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use heaplens_interpret::cpu::CpuSamples;
 use heaplens_interpret::view::replay_with_progress;
 use heaplens_interpret::{LoadError, Trace};
 
@@ -51,10 +56,13 @@ pub enum Format {
     /// stack of return addresses, and the module map for symbolizing them.
     PprofText,
     /// pprof's profile.proto, gzipped: the four heap sample types, symbolized locations with
-    /// lines and inlined functions, mappings with build ids, a `thread` label per sample.
+    /// lines and inlined functions, mappings with build ids, a `thread` label per sample. With
+    /// [`Metric::CpuSamples`], a CPU profile instead: sample types `samples`/count and
+    /// `cpu`/nanoseconds, the sampling period in nanoseconds of CPU time.
     Pprof,
     /// The Firefox Profiler's processed profile (JSON): every allocation and deallocation as
-    /// a native allocation sample, and a memory counter track.
+    /// a native allocation sample, and a memory counter track; when the trace holds CPU
+    /// samples, each sampled thread's samples on its own track (whatever the metric).
     Firefox,
     /// heaptrack's data file, for `heaptrack_print` and `heaptrack_gui` (zstd-compressed when
     /// the output's name ends in `.zst`, as heaptrack's own).
@@ -77,12 +85,19 @@ pub enum Metric {
     LeakedBytes,
     /// Blocks still live at the end.
     LeakedCount,
+    /// CPU-time samples (`heaplens run --cpu` or `--cpu-only`), counted in samples: the folded
+    /// stacks and flame graph weight each sampled stack by its samples, and [`Format::Pprof`]
+    /// writes a CPU profile. The other formats cannot hold it (but [`Format::Firefox`] holds the
+    /// samples always).
+    CpuSamples,
 }
 
 impl Metric {
-    /// This metric of one stack's totals.
+    /// This metric of one stack's allocation totals (0 for [`Metric::CpuSamples`], which is no
+    /// allocation counter).
     pub fn of(self, t: &StackTotals) -> u64 {
         match self {
+            Metric::CpuSamples => 0,
             Metric::AllocBytes => t.bytes,
             Metric::AllocCount => t.allocs,
             Metric::InuseBytes => t.peak_bytes,
@@ -96,7 +111,19 @@ impl Metric {
         match self {
             Metric::AllocBytes | Metric::InuseBytes | Metric::LeakedBytes => "bytes",
             Metric::AllocCount | Metric::LeakedCount => "blocks",
+            Metric::CpuSamples => "samples",
         }
+    }
+}
+
+/// The metric an export of the trace at `path` takes when none is asked for:
+/// [`Metric::CpuSamples`] for a trace recorded with `heaplens run --cpu-only` (it holds no
+/// allocations), else [`Metric::AllocBytes`].
+pub fn default_metric(path: &Path) -> Metric {
+    if heaplens_interpret::cpu::recorded_cpu_only(path) {
+        Metric::CpuSamples
+    } else {
+        Metric::AllocBytes
     }
 }
 
@@ -105,7 +132,10 @@ impl Metric {
 pub struct Options {
     /// The format.
     pub format: Format,
-    /// The number per stack (ignored by the pprof formats, which hold all four of their own).
+    /// The number per stack for the collapsed stacks and the flame graph. The pprof profile
+    /// holds its own four heap counters, or with [`Metric::CpuSamples`] is a CPU profile; the
+    /// other formats ignore it, except that [`Metric::CpuSamples`] is an error for those that
+    /// cannot hold samples.
     pub metric: Metric,
     /// Show progress bars on stderr (drawn only when it is a terminal).
     pub progress: bool,
@@ -114,9 +144,10 @@ pub struct Options {
 /// What an export wrote.
 #[derive(Debug, Clone, Default)]
 pub struct Exported {
-    /// Stacks written.
+    /// Stacks written (for Firefox: distinct allocation stacks plus distinct sample stacks).
     pub stacks: usize,
-    /// The sum of the metric over them (for pprof text: the bytes allocated).
+    /// The sum of the metric over them (for pprof text and the heap pprof: the bytes allocated;
+    /// for [`Metric::CpuSamples`]: the samples; for Firefox: the bytes allocated).
     pub total: u64,
     /// Problems worth a line on stderr: a damaged trace (what could be read was exported),
     /// symbols that could not be found.
@@ -129,9 +160,12 @@ pub enum ExportError {
     /// The trace could not be read.
     #[error(transparent)]
     Load(#[from] LoadError),
-    /// This build cannot write the format.
+    /// This build cannot write the format, or the format cannot hold the metric.
     #[error("this heaplens cannot export {0}")]
     Unsupported(&'static str),
+    /// CPU samples were asked for and the trace holds none.
+    #[error("the trace holds no CPU samples (record it with heaplens run --cpu)")]
+    NoSamples,
     /// The output could not be written.
     #[error("cannot write {path}: {reason}")]
     Write {
@@ -147,7 +181,21 @@ pub enum ExportError {
 /// # Errors
 /// [`ExportError::Load`] when the trace cannot be read at all (a damaged one is exported as far
 /// as it reads, with a warning), [`ExportError::Write`] when `out` cannot be written.
+///
+/// With [`Metric::CpuSamples`]: [`ExportError::NoSamples`] when the trace holds no CPU samples,
+/// [`ExportError::Unsupported`] for pprof text, heaptrack and Parquet.
 pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
+    if opts.metric == Metric::CpuSamples {
+        match opts.format {
+            Format::Collapsed | Format::Flamegraph | Format::Pprof => return export_cpu(trace, out, opts),
+            Format::Firefox => {}
+            Format::PprofText => {
+                return Err(ExportError::Unsupported("CPU samples as pprof text (use --format pprof)"))
+            }
+            Format::Heaptrack => return Err(ExportError::Unsupported("CPU samples in heaptrack's format")),
+            Format::Parquet => return Err(ExportError::Unsupported("CPU samples as Parquet")),
+        }
+    }
     if opts.format == Format::Firefox {
         return export_firefox(trace, out, opts);
     }
@@ -185,20 +233,57 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
         Format::Pprof => pprof::write(&mut w, trace, &t, &by_thread, &mut done),
         Format::Firefox | Format::Heaptrack | Format::Parquet => unreachable!("exported by their own functions"),
         Format::Collapsed | Format::Flamegraph => {
-            let (lines, warnings) = collapsed::lines(trace, &t, &stacks, opts.metric, opts.progress);
-            done.warnings.extend(warnings);
-            done.stacks = lines.len();
-            done.total = lines.iter().map(|(_, n)| n).sum();
-            if opts.format == Format::Collapsed {
-                collapsed::write(&mut w, &lines)
-            } else {
-                collapsed::flamegraph(&mut w, &lines, opts.metric, trace)
-            }
+            let folded = collapsed::lines(trace, &t, &stacks, opts.metric, opts.progress);
+            write_folded(&mut w, folded, trace, opts, &mut done)
         }
     }
     .and_then(|()| w.flush())
     .map_err(write_err)?;
     Ok(done)
+}
+
+/// The CPU samples as folded stacks, a flame graph or a pprof CPU profile: the trace's records
+/// only (its events are skipped).
+fn export_cpu(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
+    let t = Trace::load_into(trace, None, &mut NoEvents)?;
+    let samples = CpuSamples::of(&t);
+    if samples.is_empty() {
+        return Err(ExportError::NoSamples);
+    }
+    let mut done = Exported { warnings: damage(&t), ..Exported::default() };
+    let write_err = |reason| ExportError::Write { path: out.into(), reason };
+    let file = File::create(out).map_err(write_err)?;
+    let mut w = BufWriter::new(file);
+    match opts.format {
+        Format::Pprof => pprof::write_cpu(&mut w, trace, &t, &samples, opts.progress, &mut done),
+        _ => {
+            let by_stack: Vec<(u32, u64)> = samples.by_stack().iter().map(|&(s, n, _)| (s, n)).collect();
+            let folded = collapsed::sample_lines(trace, &t, &by_stack, opts.progress);
+            write_folded(&mut w, folded, trace, opts, &mut done)
+        }
+    }
+    .and_then(|()| w.flush())
+    .map_err(write_err)?;
+    Ok(done)
+}
+
+/// Writes folded stacks (with their symbolizer's warnings) as the collapsed format or a flame
+/// graph, and notes what was written in `done`.
+fn write_folded(
+    w: &mut dyn Write,
+    (lines, warnings): (Vec<(String, u64)>, Vec<String>),
+    trace: &Path,
+    opts: &Options,
+    done: &mut Exported,
+) -> std::io::Result<()> {
+    done.warnings.extend(warnings);
+    done.stacks = lines.len();
+    done.total = lines.iter().map(|(_, n)| n).sum();
+    if opts.format == Format::Collapsed {
+        collapsed::write(w, &lines)
+    } else {
+        collapsed::flamegraph(w, &lines, opts.metric, trace)
+    }
 }
 
 /// The Firefox profile: one pass of the replay building it, then the JSON. (The crate keeps the
@@ -208,6 +293,7 @@ fn export_firefox(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, 
     let t = Trace::load_into(trace, None, &mut NoEvents)?;
     let (sym, _damaged) = heaplens_interpret::symbolize::for_trace(trace, &t);
     let mut ff = firefox::Firefox::new(&t, sym);
+    ff.add_cpu_samples(&CpuSamples::of(&t), opts.progress);
     let replayed = replay_with_progress(trace, &mut ff, opts.progress)?;
     let mut done = Exported { warnings: damage(&replayed), stacks: ff.stacks(), total: ff.bytes };
     done.warnings.extend(ff.warnings());

@@ -201,7 +201,10 @@ pub fn after_fork_child() {
 
 /// The SIGPROF handler's first step (from `crash`): true if the signal was one of the
 /// monitor's timers, now taken as a sample; false if it is the program's.
-pub fn on_signal(info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
+///
+/// # Safety
+/// `info` and `ctx` are the kernel's arguments to an `SA_SIGINFO` handler (or null).
+pub unsafe fn on_signal(info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
     // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler. For
     // SI_TIMER the kernel's siginfo holds, after signo, errno, code and padding (16 bytes), the
     // timer id and overrun count (two ints, at 16 and 20), then the timer's sigval (at 24;

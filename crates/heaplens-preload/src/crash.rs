@@ -240,7 +240,8 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
 static FLUSHED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
-    if sig == libc::SIGPROF && crate::cpu::on_signal(info, ctx) {
+    // SAFETY: the kernel's own arguments to this SA_SIGINFO handler.
+    if sig == libc::SIGPROF && unsafe { crate::cpu::on_signal(info, ctx) } {
         return;
     }
     // SAFETY: `sig` is one the table covers; the entry is the program's sigaction.

@@ -2,32 +2,35 @@
 
 use std::io::{self, IsTerminal};
 
-use heaplens_export::{export, Format, Metric, Options};
+use heaplens_export::{default_metric, export, Format, Metric, Options};
 
 use crate::{ExportArgs, ExportFormat, ExportMetric};
 
 /// Runs `heaplens export`. Errors (unreadable trace, unwritable output) come back as one line;
 /// a damaged trace is exported as far as it reads, with a warning on stderr.
 pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
-    let opts = Options {
-        format: match a.format {
-            ExportFormat::Collapsed => Format::Collapsed,
-            ExportFormat::Flamegraph => Format::Flamegraph,
-            ExportFormat::PprofText => Format::PprofText,
-            ExportFormat::Pprof => Format::Pprof,
-            ExportFormat::Firefox => Format::Firefox,
-            ExportFormat::Heaptrack => Format::Heaptrack,
-            ExportFormat::Parquet => Format::Parquet,
-        },
-        metric: match a.metric {
-            ExportMetric::AllocBytes => Metric::AllocBytes,
-            ExportMetric::AllocCount => Metric::AllocCount,
-            ExportMetric::InuseBytes => Metric::InuseBytes,
-            ExportMetric::LeakedBytes => Metric::LeakedBytes,
-            ExportMetric::LeakedCount => Metric::LeakedCount,
-        },
-        progress: io::stderr().is_terminal(),
+    let format = match a.format {
+        ExportFormat::Collapsed => Format::Collapsed,
+        ExportFormat::Flamegraph => Format::Flamegraph,
+        ExportFormat::PprofText => Format::PprofText,
+        ExportFormat::Pprof => Format::Pprof,
+        ExportFormat::Firefox => Format::Firefox,
+        ExportFormat::Heaptrack => Format::Heaptrack,
+        ExportFormat::Parquet => Format::Parquet,
     };
+    let metric = match a.metric {
+        Some(ExportMetric::AllocBytes) => Metric::AllocBytes,
+        Some(ExportMetric::AllocCount) => Metric::AllocCount,
+        Some(ExportMetric::InuseBytes) => Metric::InuseBytes,
+        Some(ExportMetric::LeakedBytes) => Metric::LeakedBytes,
+        Some(ExportMetric::LeakedCount) => Metric::LeakedCount,
+        Some(ExportMetric::Cpu) => Metric::CpuSamples,
+        // A --cpu-only trace has samples and no allocations: the formats that hold samples
+        // export them (the others keep their allocation default, and write what there is).
+        None if matches!(format, Format::Collapsed | Format::Flamegraph | Format::Pprof) => default_metric(&a.trace),
+        None => Metric::AllocBytes,
+    };
+    let opts = Options { format, metric, progress: io::stderr().is_terminal() };
     let done = export(&a.trace, &a.output, &opts)?;
     for w in &done.warnings {
         eprintln!("heaplens: warning: {w}");

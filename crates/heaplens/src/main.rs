@@ -175,9 +175,11 @@ pub struct ExportArgs {
     /// The file to write.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
-    /// The number each stack gets, for the formats that hold one (collapsed, flamegraph).
-    #[arg(long, value_enum, default_value_t = ExportMetric::AllocBytes)]
-    pub metric: ExportMetric,
+    /// The number each stack gets, for the formats that hold one (collapsed, flamegraph); `cpu`
+    /// also makes `pprof` a CPU profile [default: alloc-bytes, or cpu for a trace recorded with
+    /// `heaplens run --cpu-only`].
+    #[arg(long, value_enum)]
+    pub metric: Option<ExportMetric>,
 }
 
 /// The call sites the pictures give colours of their own (`map`, `timeline`, `view`).
@@ -412,6 +414,9 @@ pub enum ExportMetric {
     LeakedBytes,
     /// Blocks still live at exit.
     LeakedCount,
+    /// CPU-time samples (`heaplens run --cpu`), counted in samples: folded stacks and flame
+    /// graph of where the CPU time went, or with `--format pprof` a CPU profile.
+    Cpu,
 }
 
 /// Report output formats.

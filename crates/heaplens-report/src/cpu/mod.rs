@@ -58,7 +58,11 @@ pub fn cpu_report(t: &Trace, sym: &mut dyn Symbolizer, naming: Naming, progress:
     info.symbol_warnings = sym.warnings();
     info.events = 0;
     let process = summary::process_info(t);
-    let hz = if samples.period_ns > 0 { (1_000_000_000 + samples.period_ns / 2) / samples.period_ns } else { 0 };
+    // The rate asked for, as the Process record states it; else what the period implies.
+    let hz = match t.process.as_ref().map_or(0, |p| p.cpu_hz) {
+        0 => (1_000_000_000 + samples.period_ns / 2).checked_div(samples.period_ns).unwrap_or(0),
+        hz => u64::from(hz),
+    };
     let threads = threads(&samples, &process.thread_names, &frames, &paths, &ids, total_ns);
     CpuReport {
         trace: info,
