@@ -313,3 +313,49 @@ pub fn drain(intern: &mut dyn FnMut(&[u64]) -> u32) -> Vec<SampleRecord> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampler() -> Sampler {
+        Sampler {
+            tid: 1,
+            stack: 0..0,
+            cache: Box::default(),
+            ring: vec![0; 64].into_boxed_slice(),
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+            // SAFETY: never armed nor deleted in these tests.
+            timer: unsafe { std::mem::zeroed() },
+            ended: AtomicBool::new(false),
+        }
+    }
+
+    fn drained(s: &Sampler) -> Vec<(u64, u64, Vec<u64>)> {
+        let mut out = Vec::new();
+        s.drain(&mut |ts, w, frames| out.push((ts, w, frames.to_vec())));
+        out
+    }
+
+    #[test]
+    fn the_ring_wraps_and_keeps_order() {
+        let s = sampler();
+        let before = dropped();
+        // 10 words a sample (3 + 7 frames): 6 fit in 64 words, the 7th does not.
+        for round in 0..5u64 {
+            for k in 0..7u64 {
+                let frames: Vec<u64> = (0..7).map(|f| round * 100 + k * 10 + f).collect();
+                s.push(round * 10 + k, 1 + k, &frames);
+            }
+            let got = drained(&s);
+            assert_eq!(got.len(), 6, "round {round}");
+            for (k, (ts, w, frames)) in got.iter().enumerate() {
+                let k = k as u64;
+                assert_eq!((*ts, *w), (round * 10 + k, 1 + k));
+                assert_eq!(frames, &(0..7).map(|f| round * 100 + k * 10 + f).collect::<Vec<_>>());
+            }
+        }
+        assert!(dropped() - before >= 5, "a full ring drops the sample");
+    }
+}

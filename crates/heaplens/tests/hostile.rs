@@ -247,3 +247,25 @@ fn null_frees_are_counted() {
     assert!(u(&v, "summary/null_frees") >= 37, "{v:#}");
     assert!(u(&v, "summary/null_frees") <= 37 + 4, "{v:#}");
 }
+
+/// (Issue 19, A.3.) Under the CPU sampler (`--cpu`: a SIGPROF timer on every thread's CPU
+/// clock) every hostile program still prints the same and ends the same way.
+#[test]
+fn hostile_programs_behave_the_same_under_the_cpu_sampler() {
+    for args in [
+        &["fds", "close"][..],
+        &["fds", "dup2"],
+        &["sigwait"],
+        &["sigprof"],
+        &["pthread-exit"],
+        &["vfork"],
+        &["keys"],
+        &["exec"],
+        &["crash", "abort"],
+        &["crash", "segv"],
+        &["crash", "handler"],
+    ] {
+        let c = Case::run_with(&format!("cpu-{}", args.join("-")), args, &["--cpu"]);
+        assert!(c.trace.exists(), "{args:?}: no trace\n{}", c.traced.show());
+    }
+}
