@@ -30,6 +30,14 @@ fn enter() -> Option<Guard> {
 /// the program's frame instead of unwinding the monitor's own frames first. Given one of the
 /// `crate::fastpath` stub macros (and its arguments), the stub also takes the sampler's fast
 /// path itself.
+// The CPU-only monitor (`cpu_monitor`, libheaplens_preload_cpu.so) exports no allocation entry
+// point: `entry!` makes nothing there, and the hooks behind it stay unused.
+#[cfg(feature = "cpu_monitor")]
+macro_rules! entry {
+    ($($t:tt)*) => {};
+}
+
+#[cfg(not(feature = "cpu_monitor"))]
 macro_rules! entry {
     ($abi:literal $name:ident) => {
         #[allow(clippy::missing_safety_doc)]

@@ -1,5 +1,9 @@
 //! The heaplens monitor, `libheaplens_preload.so`.
 //!
+//! The same sources also build `libheaplens_preload_cpu.so` (package `heaplens-preload-cpu`,
+//! feature `cpu_monitor`): the monitor without one exported allocation entry point, which
+//! `heaplens run --cpu-only` loads so that the program's allocation calls never pass through it.
+//!
 //! Loaded into the target with `LD_PRELOAD` by `heaplens run`, it interposes every allocation
 //! entry point of the C library and the C++ runtime ([`hooks`]), captures each allocation's call
 //! stack ([`unwind`]), interns it ([`intern`]), appends a compact event to a per-thread buffer
@@ -26,8 +30,11 @@ pub mod activity;
 pub mod aggregate;
 pub mod cpu;
 pub mod crash;
+#[cfg_attr(feature = "cpu_monitor", allow(unused_macros, unused_imports))]
 pub mod fastpath;
 pub mod heap;
+// In the CPU-only monitor the allocation hooks are built but not exported (see `hooks::entry!`).
+#[cfg_attr(feature = "cpu_monitor", allow(dead_code, unused_imports, unused_macros))]
 pub mod hooks;
 pub mod intern;
 pub mod lifetime;

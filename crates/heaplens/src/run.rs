@@ -10,27 +10,50 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use heaplens_trace::{BlockKind, BlockWriter, ExitRecord};
 
 use crate::RunArgs;
 
 /// File name of the monitor library.
 const PRELOAD: &str = "libheaplens_preload.so";
+/// The CPU-only monitor's file name (package heaplens-preload-cpu).
+const CPU_PRELOAD: &str = "libheaplens_preload_cpu.so";
 
 /// Finds the monitor: `$HEAPLENS_PRELOAD`, else next to this executable, else in `../lib`.
 fn find_preload() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("HEAPLENS_PRELOAD") {
         return Ok(PathBuf::from(p));
     }
-    let exe = std::env::current_exe().context("cannot find the heaplens executable")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [dir.join(PRELOAD), dir.join("../lib").join(PRELOAD), dir.join("../lib/heaplens").join(PRELOAD)] {
-        if cand.is_file() {
-            return Ok(cand.canonicalize().unwrap_or(cand));
+    find_library(PRELOAD).ok_or_else(|| {
+        let exe = std::env::current_exe().unwrap_or_default();
+        anyhow::anyhow!(
+            "cannot find {PRELOAD} next to {} (build the whole workspace: cargo build --release)",
+            exe.display()
+        )
+    })
+}
+
+/// The CPU-only monitor (`heaplens run --cpu-only`): the monitor's sources built without the
+/// allocation hooks, so the program's `malloc` calls do not pass through it. `$HEAPLENS_PRELOAD`
+/// still picks the library; without the CPU-only one, the full monitor does the same job.
+fn find_cpu_preload() -> Result<PathBuf> {
+    if std::env::var_os("HEAPLENS_PRELOAD").is_none() {
+        if let Some(p) = find_library(CPU_PRELOAD) {
+            return Ok(p);
         }
     }
-    bail!("cannot find {PRELOAD} next to {} (build the whole workspace: cargo build --release)", exe.display())
+    find_preload()
+}
+
+/// `name` next to this executable, in `../lib` or in `../lib/heaplens`.
+fn find_library(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    [dir.join(name), dir.join("../lib").join(name), dir.join("../lib/heaplens").join(name)]
+        .into_iter()
+        .find(|c| c.is_file())
+        .map(|c| c.canonicalize().unwrap_or(c))
 }
 
 /// Checks that the trace can be created where asked, before the program starts.
@@ -60,7 +83,7 @@ fn monotonic_ns() -> u64 {
 /// Runs `heaplens run`; returns the program's exit code, or does not return when the program
 /// died by a signal (heaplens then dies by the same signal).
 pub fn execute(a: &RunArgs) -> Result<ExitCode> {
-    let preload = find_preload()?;
+    let preload = if a.cpu_only { find_cpu_preload()? } else { find_preload()? };
     let program = &a.command[0];
     let name =
         Path::new(program).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
