@@ -334,6 +334,11 @@ fn resolve_paths(
         if !stacks.is_complete(id) {
             paths.incomplete += 1;
         }
+        if inner == Inner::Sample {
+            // A sample's stack can pass through the monitor mid-way (a hook calling the C
+            // library's allocator on the program's behalf): never the program's frames.
+            buf.retain(|&s| !is_monitor(&table, s));
+        }
         let (pool, kept) = trim(&table, &buf, inner);
         let start = paths.arena.len() as u32;
         paths.arena.extend(pool);
@@ -343,6 +348,11 @@ fn resolve_paths(
     (table, paths)
 }
 
+/// Whether a call site is in the monitor library (`libheaplens_preload*.so`).
+fn is_monitor(t: &FrameTable, s: SiteId) -> bool {
+    t.functions[t.function_of(s) as usize].module.as_deref().is_some_and(|m| m.starts_with("libheaplens_preload"))
+}
+
 /// Cuts a path (innermost first) to the program's own frames: everything outside `main` (when
 /// `main` is present), runtime roots, and allocator shims and monitor frames at the inner end,
 /// or just above a pool's frame (which stays, returned apart: see `include/heaplens.h`). The
@@ -350,7 +360,7 @@ fn resolve_paths(
 fn trim<'a>(t: &FrameTable, path: &'a [SiteId], inner: Inner) -> (Option<SiteId>, &'a [SiteId]) {
     let func = |s: SiteId| &t.functions[t.function_of(s) as usize];
     let name = |s: SiteId| t.base_name(t.function_of(s));
-    let monitor = |s: SiteId| func(s).module.as_deref().is_some_and(|m| m.starts_with("libheaplens_preload"));
+    let monitor = |s: SiteId| is_monitor(t, s);
     let is_pool =
         |s: SiteId| func(s).module.as_deref().is_some_and(|m| m.starts_with(heaplens_trace::event::POOL_MODULE_PREFIX));
     let (pool, path) = match path.split_first() {

@@ -58,6 +58,27 @@ pub fn requested_hz() -> u32 {
 /// Samples dropped: the thread was inside the monitor, or its ring was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
+/// The monitor's own code (the executable mapping of this library): a sample whose instruction
+/// lies there is the monitor's time (an entry stub, a hook before its guard), not the program's.
+static OWN_TEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// Finds the executable mapping that holds this function, from `/proc/self/maps`.
+fn find_own_text() {
+    let here = find_own_text as *const () as u64;
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else { continue };
+        let Some((lo, hi)) = range.split_once('-') else { continue };
+        let (Ok(lo), Ok(hi)) = (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16)) else { continue };
+        if perms.contains('x') && (lo..hi).contains(&here) {
+            OWN_TEXT[0].store(lo, Ordering::Relaxed);
+            OWN_TEXT[1].store(hi, Ordering::Relaxed);
+            return;
+        }
+    }
+}
+
 /// Threads not sampled: more than [`MAX_THREADS`] at once, or no timer.
 static UNSAMPLED: AtomicU64 = AtomicU64::new(0);
 
@@ -121,6 +142,7 @@ pub fn start(hz: u32) -> bool {
         return false;
     }
     KEY.store(key, Ordering::Relaxed);
+    find_own_text();
     start_thread();
     true
 }
@@ -223,15 +245,16 @@ pub unsafe fn on_signal(info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> b
         if s.is_null() {
             return true;
         }
-        if slot.guard != 0 {
-            DROPPED.fetch_add(1, Ordering::Relaxed);
-            return true;
-        }
-        slot.guard = 1;
         let uc = ctx as *mut libc::ucontext_t;
         let g = &(*uc).uc_mcontext.gregs;
         let (ip, sp, bp) =
             (g[libc::REG_RIP as usize] as u64, g[libc::REG_RSP as usize] as u64, g[libc::REG_RBP as usize] as u64);
+        let own = OWN_TEXT[0].load(Ordering::Relaxed)..OWN_TEXT[1].load(Ordering::Relaxed);
+        if slot.guard != 0 || own.contains(&ip) {
+            DROPPED.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        slot.guard = 1;
         let mut frames = [0u64; MAX_FRAMES];
         let s = &mut *s;
         let n = unwind::sample(&mut s.cache, &s.stack, ip, sp, bp, &mut frames);

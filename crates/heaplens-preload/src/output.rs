@@ -455,6 +455,7 @@ pub fn checkpoint(why: Checkpoint) {
                 stack_nodes: nodes,
                 dropped: DROPPED.load(Ordering::Relaxed) + crate::unrecorded(),
                 end_mono_ns: procinfo::now_ns(),
+                samples_dropped: crate::cpu::dropped(),
             };
             let _ = s.writer.write_block(BlockKind::End, &end.encode());
             let _ = s.writer.flush();

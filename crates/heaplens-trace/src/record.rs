@@ -376,7 +376,8 @@ impl ExitRecord {
     }
 }
 
-/// Counters the monitor writes in its End block. Payload: `events stacks dropped`.
+/// Counters the monitor writes in its End block. Payload: `events stacks dropped end_mono_ns
+/// samples_dropped` (the last absent from older traces).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndRecord {
     /// Events written.
@@ -387,13 +388,16 @@ pub struct EndRecord {
     pub dropped: u64,
     /// `CLOCK_MONOTONIC` nanoseconds at shutdown.
     pub end_mono_ns: u64,
+    /// CPU-time samples not taken (`--cpu`): the timer fired while the thread ran monitor code,
+    /// or the thread's ring was full.
+    pub samples_dropped: u64,
 }
 
 impl EndRecord {
     /// Serializes the record.
     pub fn encode(&self) -> Vec<u8> {
         let mut o = Vec::new();
-        for v in [self.events, self.stack_nodes, self.dropped, self.end_mono_ns] {
+        for v in [self.events, self.stack_nodes, self.dropped, self.end_mono_ns, self.samples_dropped] {
             put(&mut o, v);
         }
         o
@@ -411,6 +415,7 @@ impl EndRecord {
             stack_nodes: c.var().ok_or(e)?,
             dropped: c.var().ok_or(e)?,
             end_mono_ns: c.var().ok_or(e)?,
+            samples_dropped: c.var().unwrap_or(0),
         })
     }
 }

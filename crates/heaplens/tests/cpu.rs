@@ -226,3 +226,27 @@ fn programs_with_signals_behave_the_same() {
         std::fs::remove_file(&child).unwrap();
     }
 }
+
+/// (Issue 19, A.1.) With allocations recorded too, the time the monitor spends recording them is
+/// not the program's: such samples are not taken, they are counted, and no frame of the
+/// monitor shows in the profile.
+#[test]
+fn the_monitors_own_time_is_not_sampled() {
+    let dir = WorkDir::new("cpu-monitor-time");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let mut cmd = Command::new(heaplens_exe());
+    cmd.args(["run", "-q", "--cpu", "-o"]).arg(&trace).arg("--").arg(&exe).arg("1000000");
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --cpu widgets");
+    let made = num(&truth(&out.stdout, "widgets"), "made");
+    let v = cpu_report(&dir, &trace);
+    // A million allocations recorded take the monitor a good part of a second.
+    assert!(u(&v, "samples_dropped") > 0, "no sample was skipped inside the monitor\n{v:#}");
+    for r in arr(&v, "flat") {
+        let module = r["module"].as_str().unwrap_or("");
+        assert!(!module.contains("libheaplens_preload"), "a monitor frame in the profile: {r}");
+    }
+    // Every allocation is still recorded (stdio's buffer may add one).
+    let allocations = u(&report(&dir, &trace), "summary/allocations");
+    assert!((made..=made + 1).contains(&allocations), "{allocations} allocations for {made} widgets");
+}

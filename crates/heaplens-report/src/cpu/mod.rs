@@ -71,6 +71,7 @@ pub fn cpu_report(t: &Trace, sym: &mut dyn Symbolizer, naming: Naming, progress:
         period_ns: samples.period_ns,
         samples: samples.count(),
         cpu_ns: total_ns,
+        samples_dropped: t.end.map_or(0, |e| e.samples_dropped),
         threads,
         flat: flat(&by_stack, &frames, &paths, total_ns),
         call_graph: callgraph::call_graph(inp).into_iter().map(entry).collect(),

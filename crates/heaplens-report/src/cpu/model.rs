@@ -21,6 +21,9 @@ pub struct CpuReport {
     pub samples: u64,
     /// CPU time they stand for, nanoseconds.
     pub cpu_ns: u64,
+    /// Samples the monitor did not take: the thread was running the monitor's own code
+    /// (recording an allocation: that time is not the program's), or its ring was full.
+    pub samples_dropped: u64,
     /// Per thread, most CPU first.
     pub threads: Vec<CpuThread>,
     /// gprof's flat profile: per function, most self time first.

@@ -30,6 +30,13 @@ pub fn render(r: &CpuReport, top: usize) -> String {
         human_ns(r.period_ns)
     );
     let _ = writeln!(o, "  {:<20} {:>14}", "CPU time", human_ns(r.cpu_ns));
+    if r.samples_dropped > 0 {
+        let _ = writeln!(
+            o,
+            "  {:<20} {:>14}  (the thread was in the monitor, recording an allocation, or its ring was full)",
+            "samples not taken", r.samples_dropped
+        );
+    }
     let _ = writeln!(o, "  {:<20} {:>14}", "threads sampled", r.threads.len());
     let _ = writeln!(o);
 
