@@ -42,9 +42,9 @@ fn true_split(stdout: &str) -> (f64, f64, Vec<u64>) {
     (seventy as f64 * 100.0 / total, thirty as f64 * 100.0 / total, per_worker)
 }
 
-/// (Issue 19, A.3.) The 70/30 split is reported within 3 percentage points (1.5 s of CPU per
-/// worker: the kernel takes about 250 stacks a second, and the spread over runs is about
-/// 1.2 points), per function
+/// (Issue 19, A.3.) The 70/30 split is reported within 3 percentage points (3 s of CPU per
+/// worker: the kernel takes about 250 stacks a second, so 1500 in all; with 400 a loaded CI
+/// machine once saw 66.3% for 69.9%), per function
 /// (inclusive: the arithmetic is inlined into each), each worker's CPU time within 15%, and
 /// the idle thread takes no share; the allocations of the same run are all recorded beside.
 #[test]
@@ -53,7 +53,7 @@ fn cpu_time_is_split_as_the_program_spent_it() {
     let exe = compile_c(&dir, "cpu_burn.c", &["-pthread"]);
     let trace = dir.join("burn.hltrace");
     let mut cmd = Command::new(heaplens_exe());
-    cmd.args(["run", "--cpu", "-o"]).arg(&trace).arg("--").arg(&exe).arg("1500");
+    cmd.args(["run", "--cpu", "-o"]).arg(&trace).arg("--").arg(&exe).arg("3000");
     let out = run_cmd(cmd, &dir.path).ok("heaplens run --cpu");
     let (seventy, thirty, per_worker) = true_split(&out.stdout);
     let v = cpu_report(&dir, &trace);
@@ -102,11 +102,11 @@ fn perf_agrees_with_the_split() {
     let exe = compile_c(&dir, "cpu_burn.c", &["-pthread"]);
     let data = dir.join("perf.data");
     let mut cmd = Command::new("perf");
-    cmd.args(["record", "-q", "-e", "cpu-clock", "--call-graph", "dwarf", "-o"])
+    cmd.args(["record", "-q", "-e", "cpu-clock", "--call-graph", "dwarf,4096", "-o"])
         .arg(&data)
         .arg("--")
         .arg(&exe)
-        .arg("800");
+        .arg("2500");
     let rec = run_cmd(cmd, &dir.path);
     if !rec.status.success() && (rec.stderr.contains("perf_event_paranoid") || rec.stderr.contains("not supported")) {
         // The kernel refuses perf events here (a container's seccomp profile): nothing to compare.
@@ -131,7 +131,7 @@ fn perf_agrees_with_the_split() {
 
     let trace = dir.join("burn.hltrace");
     let mut cmd = Command::new(heaplens_exe());
-    cmd.args(["run", "--cpu-only", "-o"]).arg(&trace).arg("--").arg(&exe).arg("800");
+    cmd.args(["run", "--cpu-only", "-o"]).arg(&trace).arg("--").arg(&exe).arg("2500");
     run_cmd(cmd, &dir.path).ok("heaplens run --cpu-only");
     let v = cpu_report(&dir, &trace);
     let samples = u(&v, "samples") as f64;
