@@ -128,8 +128,9 @@ pub fn unsampled_threads() -> u64 {
 
 /// Turns sampling on at `hz` samples per CPU second (at most 100 000) and starts it on the
 /// calling thread (the main thread, at start-up, after `crash::install`). Threads the program
-/// creates later start theirs as they begin (see `hooks/threads.rs`). Returns false, with
-/// sampling off, if SIGPROF could not be taken over.
+/// creates later start theirs as they begin (see `hooks/threads.rs`). Call once SIGPROF goes
+/// to [`on_signal`] (`crash::take_over_sigprof`). Returns false, with sampling off, if the
+/// thread-exit key could not be made.
 pub fn start(hz: u32) -> bool {
     if hz == 0 {
         return false;
@@ -137,7 +138,7 @@ pub fn start(hz: u32) -> bool {
     HZ.store(hz.min(100_000), Ordering::Relaxed);
     let mut key: libc::pthread_key_t = 0;
     // SAFETY: a key with a destructor of the right signature.
-    if !crate::crash::take_over_sigprof() || unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } != 0 {
+    if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } != 0 {
         HZ.store(0, Ordering::Relaxed);
         return false;
     }

@@ -11,7 +11,7 @@
 //! signals are left to the kernel.
 //!
 //! While CPU time is sampled (`heaplens run --cpu`) the same table holds the program's SIGPROF:
-//! the monitor's timers' signals are samples ([`crate::cpu`]), any other SIGPROF (the program's
+//! the monitor's timers' signals are samples (the [`Sampler`] it was given), any other SIGPROF (the program's
 //! own `setitimer` profiler, a `kill`) goes to the program's handler or default as before.
 //!
 //! Not covered: `sigset`, `sysv_signal` and `bsd_signal` (rare; the signal then kills without a
@@ -81,7 +81,7 @@ fn real() -> Option<SigactionFn> {
 /// Signals whose disposition the monitor holds: the fatal ones, and SIGPROF while CPU time is
 /// sampled.
 fn is_watched(sig: c_int) -> bool {
-    FATAL.contains(&sig) || (sig == libc::SIGPROF && crate::cpu::enabled())
+    FATAL.contains(&sig) || (sig == libc::SIGPROF && SAMPLER.load(Ordering::Acquire) != 0)
 }
 
 fn managed(sig: c_int) -> bool {
@@ -112,14 +112,25 @@ pub fn install() {
     unlock();
 }
 
+/// What takes a SIGPROF as a CPU sample: true if it was one (`crate::cpu::on_signal`).
+pub type Sampler = unsafe fn(*mut libc::siginfo_t, *mut c_void) -> bool;
+
+/// The [`Sampler`] SIGPROF goes to first (0: none, SIGPROF is the program's alone).
+static SAMPLER: AtomicUsize = AtomicUsize::new(0);
+
 /// Puts the monitor's handler in front of SIGPROF, keeping the program's disposition in the
-/// table (CPU-time sampling, after [`install`]). False if that failed.
-pub fn take_over_sigprof() -> bool {
+/// table, and hands each SIGPROF to `sampler` first (CPU-time sampling, after [`install`]).
+/// False if that failed.
+pub fn take_over_sigprof(sampler: Sampler) -> bool {
     if !INSTALLED.load(Ordering::Acquire) {
         return false;
     }
     lock();
+    SAMPLER.store(sampler as usize, Ordering::Release);
     let ok = take_over(libc::SIGPROF);
+    if !ok {
+        SAMPLER.store(0, Ordering::Release);
+    }
     unlock();
     ok
 }
@@ -241,7 +252,9 @@ static FLUSHED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     // SAFETY: the kernel's own arguments to this SA_SIGINFO handler.
-    if sig == libc::SIGPROF && unsafe { crate::cpu::on_signal(info, ctx) } {
+    let sampler = SAMPLER.load(Ordering::Acquire);
+    // SAFETY: set from a `Sampler` in take_over_sigprof; the kernel's own arguments.
+    if sig == libc::SIGPROF && sampler != 0 && unsafe { std::mem::transmute::<usize, Sampler>(sampler)(info, ctx) } {
         return;
     }
     // SAFETY: `sig` is one the table covers; the entry is the program's sigaction.

@@ -253,7 +253,11 @@ fn start() {
     crash::install();
     fastpath::arm();
     // CPU-time samples: the timers start last, once all is set up.
-    cpu::start(cpu_hz);
+    // SIGPROF first goes to the sampler (wired here: the signal table and the sampler know
+    // nothing of each other).
+    if cpu_hz > 0 && crash::take_over_sigprof(cpu::on_signal) {
+        cpu::start(cpu_hz);
+    }
     if output::writer_needed() || cpu::enabled() {
         output::ensure_writer();
     }
