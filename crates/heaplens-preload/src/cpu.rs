@@ -58,6 +58,24 @@ pub fn requested_hz() -> u32 {
 /// Samples dropped: the thread was inside the monitor, or its ring was full.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
+/// Nanoseconds spent in [`on_signal`] on the monitor's samples, all threads: the sampler's
+/// own cost, shown beside the profile so its overhead is measured, not guessed.
+static HANDLER_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Nanoseconds spent in the sampling handler so far, all threads.
+pub fn handler_ns() -> u64 {
+    HANDLER_NS.load(Ordering::Relaxed)
+}
+
+/// Adds the time since its start to [`HANDLER_NS`] when dropped, however the handler returns.
+struct Timed(u64);
+
+impl Drop for Timed {
+    fn drop(&mut self) {
+        HANDLER_NS.fetch_add(procinfo::now_ns().saturating_sub(self.0), Ordering::Relaxed);
+    }
+}
+
 /// The monitor's own code (the executable mapping of this library): a sample whose instruction
 /// lies there is the monitor's time (an entry stub, a hook before its guard), not the program's.
 static OWN_TEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
@@ -239,6 +257,7 @@ pub unsafe fn on_signal(info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> b
         if std::ptr::read_unaligned((info as *const u8).add(24) as *const u64) != MAGIC {
             return false;
         }
+        let _timed = Timed(procinfo::now_ns());
         let overrun = std::ptr::read_unaligned((info as *const u8).add(20) as *const i32);
         let errno = *libc::__errno_location();
         let slot = tls::slot();

@@ -120,6 +120,11 @@ pub fn active() -> bool {
 /// `--cpu-only`: CPU samples are recorded, allocations are not.
 static CPU_ONLY: AtomicBool = AtomicBool::new(false);
 
+/// Whether only CPU samples are recorded (`--cpu-only`).
+pub fn cpu_only() -> bool {
+    CPU_ONLY.load(Ordering::Relaxed)
+}
+
 /// True while allocation calls are being recorded.
 #[inline(always)]
 pub fn allocations_active() -> bool {

@@ -377,7 +377,8 @@ impl ExitRecord {
 }
 
 /// Counters the monitor writes in its End block. Payload: `events stacks dropped end_mono_ns
-/// samples_dropped` (the last absent from older traces).
+/// samples_dropped sampler_ns writer_cpu_ns` (the last three absent from older traces, read as
+/// 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndRecord {
     /// Events written.
@@ -391,13 +392,28 @@ pub struct EndRecord {
     /// CPU-time samples not taken (`--cpu`): the timer fired while the thread ran monitor code,
     /// or the thread's ring was full.
     pub samples_dropped: u64,
+    /// Wall nanoseconds the program's threads spent in the monitor's CPU-sampling signal
+    /// handler (`--cpu`), summed over threads; the kernel's delivery of the signal not
+    /// included.
+    pub sampler_ns: u64,
+    /// CPU nanoseconds of the monitor's writer thread (draining, encoding, compressing,
+    /// writing), up to its last sweep.
+    pub writer_cpu_ns: u64,
 }
 
 impl EndRecord {
     /// Serializes the record.
     pub fn encode(&self) -> Vec<u8> {
         let mut o = Vec::new();
-        for v in [self.events, self.stack_nodes, self.dropped, self.end_mono_ns, self.samples_dropped] {
+        for v in [
+            self.events,
+            self.stack_nodes,
+            self.dropped,
+            self.end_mono_ns,
+            self.samples_dropped,
+            self.sampler_ns,
+            self.writer_cpu_ns,
+        ] {
             put(&mut o, v);
         }
         o
@@ -416,6 +432,35 @@ impl EndRecord {
             dropped: c.var().ok_or(e)?,
             end_mono_ns: c.var().ok_or(e)?,
             samples_dropped: c.var().unwrap_or(0),
+            sampler_ns: c.var().unwrap_or(0),
+            writer_cpu_ns: c.var().unwrap_or(0),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_records_keep_every_field_and_read_older_ones() {
+        let e = EndRecord {
+            events: 7,
+            stack_nodes: 3,
+            dropped: 1,
+            end_mono_ns: 1 << 40,
+            samples_dropped: 5,
+            sampler_ns: 12_345,
+            writer_cpu_ns: 67_890,
+        };
+        assert_eq!(EndRecord::decode(&e.encode()).unwrap(), e);
+        // A trace from before the CPU sampler: four fields, the rest read as 0.
+        let mut old = Vec::new();
+        for v in [7u64, 3, 1, 1 << 40] {
+            put(&mut old, v);
+        }
+        let o = EndRecord::decode(&old).unwrap();
+        assert_eq!((o.events, o.end_mono_ns, o.samples_dropped, o.sampler_ns, o.writer_cpu_ns), (7, 1 << 40, 0, 0, 0));
+        assert!(EndRecord::decode(&old[..2]).is_err());
     }
 }

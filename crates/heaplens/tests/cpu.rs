@@ -246,6 +246,12 @@ fn the_monitors_own_time_is_not_sampled() {
         let module = r["module"].as_str().unwrap_or("");
         assert!(!module.contains("libheaplens_preload"), "a monitor frame in the profile: {r}");
     }
+    // The monitor's own cost is measured and set against the program's CPU time.
+    let (handler, writer) = (u(&v, "monitor/sampler_ns"), u(&v, "monitor/writer_cpu_ns"));
+    assert!(handler > 0 && writer > 0, "the monitor's own time is not measured\n{v:#}");
+    let percent = v["monitor"]["percent"].as_f64().expect("monitor/percent");
+    let expected = (handler + writer) as f64 * 100.0 / u(&v, "cpu_ns") as f64;
+    assert!((percent - expected).abs() < 1e-6 * expected.max(1.0), "{percent}% against {expected}%");
     // Every allocation is still recorded (stdio's buffer may add one).
     let allocations = u(&report(&dir, &trace), "summary/allocations");
     assert!((made..=made + 1).contains(&allocations), "{allocations} allocations for {made} widgets");

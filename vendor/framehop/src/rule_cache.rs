@@ -1,4 +1,5 @@
 use alloc::boxed::Box;
+use core::mem::MaybeUninit;
 
 use crate::unwind_rule::UnwindRule;
 
@@ -15,16 +16,20 @@ const CACHE_ENTRY_COUNT: usize = SET_COUNT * WAYS;
 
 pub struct RuleCache<R: UnwindRule> {
     /// Set `s` is `entries[WAYS * s..WAYS * (s + 1)]`, the most recently inserted first: one
-    /// cache line (the entries are 16 bytes, the array page-aligned).
-    entries: Box<[Option<CacheEntry<R>>; CACHE_ENTRY_COUNT]>,
+    /// cache line (the entries are 16 bytes, the array page-aligned). An entry of address 0 is
+    /// empty (no code is at address 0).
+    entries: Box<[CacheEntry<R>]>,
     stats: CacheStats,
 }
 
 impl<R: UnwindRule> RuleCache<R> {
     pub fn new() -> Self {
         Self {
-            // heaplens: built on the heap, not the stack (a program's thread may have a small one).
-            entries: vec![None; CACHE_ENTRY_COUNT].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!()),
+            // heaplens: built on the heap, not the stack (a program's thread may have a small one),
+            // and zeroed by the allocator (fresh pages from the kernel for 512 KiB) rather than
+            // written entry by entry: a thread that unwinds little touches few of its pages.
+            // SAFETY: all-zero bytes are a valid (empty) entry: a u64, a u16, and a MaybeUninit.
+            entries: unsafe { Box::<[CacheEntry<R>]>::new_zeroed_slice(CACHE_ENTRY_COUNT).assume_init() },
             stats: CacheStats::new(),
         }
     }
@@ -41,16 +46,16 @@ impl<R: UnwindRule> RuleCache<R> {
         let mut empty = false;
         let mut wrong_modules = false;
         for way in 0..WAYS {
-            match &self.entries[base + way] {
-                None => empty = true,
-                Some(entry) if entry.address == address => {
-                    if entry.modules_generation == modules_generation {
-                        self.stats.hit_count += 1;
-                        return CacheResult::Hit(entry.unwind_rule);
-                    }
-                    wrong_modules = true;
+            let entry = &self.entries[base + way];
+            if entry.address == 0 {
+                empty = true;
+            } else if entry.address == address {
+                if entry.modules_generation == modules_generation {
+                    self.stats.hit_count += 1;
+                    // SAFETY: an entry with an address was written by `insert`, rule and all.
+                    return CacheResult::Hit(unsafe { entry.unwind_rule.assume_init() });
                 }
-                Some(_) => {}
+                wrong_modules = true;
             }
         }
         if wrong_modules {
@@ -76,15 +81,18 @@ impl<R: UnwindRule> RuleCache<R> {
             modules_generation,
         } = handle;
         let base = slot as usize * WAYS;
-        let entry = Some(CacheEntry {
+        if address == 0 {
+            return;
+        }
+        let entry = CacheEntry {
             address,
             modules_generation,
-            unwind_rule,
-        });
+            unwind_rule: MaybeUninit::new(unwind_rule),
+        };
         let set = &mut self.entries[base..base + WAYS];
         // The new entry goes first; out goes an older entry of this address (from an earlier
         // module set) or else the set's least recently inserted one.
-        let at = set.iter().position(|e| matches!(e, Some(e) if e.address == address)).unwrap_or(WAYS - 1);
+        let at = set.iter().position(|e| e.address == address).unwrap_or(WAYS - 1);
         set.copy_within(0..at, 1);
         set[0] = entry;
     }
@@ -114,9 +122,11 @@ const _: () = assert!(
 
 #[derive(Clone, Copy, Debug)]
 struct CacheEntry<R: UnwindRule> {
+    /// 0: empty.
     address: u64,
     modules_generation: u16,
-    unwind_rule: R,
+    /// Written whenever `address` is not 0.
+    unwind_rule: MaybeUninit<R>,
 }
 
 /// Statistics about the effectiveness of the rule cache.
@@ -165,16 +175,23 @@ mod tests {
 
     use super::*;
 
-    // Ensure that the size of Option<CacheEntry<UnwindRuleX86_64>> doesn't change by accident.
+    // Ensure that the size of CacheEntry<UnwindRuleX86_64> doesn't change by accident.
     #[test]
     fn test_cache_entry_size() {
+        assert_eq!(core::mem::size_of::<CacheEntry<UnwindRuleX86_64>>(), 16);
         assert_eq!(
-            core::mem::size_of::<Option<CacheEntry<UnwindRuleX86_64>>>(),
-            16
-        );
-        assert_eq!(
-            core::mem::size_of::<Option<CacheEntry<UnwindRuleAarch64>>>(),
+            core::mem::size_of::<CacheEntry<UnwindRuleAarch64>>(),
             24 // <-- larger than we'd like
         );
+    }
+
+    #[test]
+    fn a_new_cache_is_empty_and_keeps_what_is_inserted() {
+        let mut c = RuleCache::<UnwindRuleX86_64>::new();
+        let CacheResult::Miss(h) = c.lookup(0x1234, 1) else { panic!("a new cache hit") };
+        assert_eq!(c.stats().miss_empty_slot_count, 1);
+        c.insert(h, UnwindRuleX86_64::JustReturn);
+        assert!(matches!(c.lookup(0x1234, 1), CacheResult::Hit(UnwindRuleX86_64::JustReturn)));
+        assert!(matches!(c.lookup(0x1234, 2), CacheResult::Miss(_)), "another module generation");
     }
 }

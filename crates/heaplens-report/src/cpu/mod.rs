@@ -17,7 +17,7 @@ use rustc_hash::FxHashSet as HashSet;
 
 use crate::replay::{Replay, StackStats};
 use crate::tables::{callgraph, pct, summary, Inputs};
-use model::{CpuGraphEdge, CpuGraphEntry, CpuReport, CpuThread, FlatRow};
+use model::{CpuGraphEdge, CpuGraphEntry, CpuReport, CpuThread, FlatRow, MonitorCost};
 
 /// Reads the samples of the trace at `path` (its events are skipped) and builds the profile,
 /// symbolizing as the other views do.
@@ -72,6 +72,11 @@ pub fn cpu_report(t: &Trace, sym: &mut dyn Symbolizer, naming: Naming, progress:
         samples: samples.count(),
         cpu_ns: total_ns,
         samples_dropped: t.end.map_or(0, |e| e.samples_dropped),
+        monitor: t.end.map(|e| MonitorCost {
+            sampler_ns: e.sampler_ns,
+            writer_cpu_ns: e.writer_cpu_ns,
+            percent: (e.sampler_ns + e.writer_cpu_ns) as f64 * 100.0 / total_ns.max(1) as f64,
+        }),
         threads,
         flat: flat(&by_stack, &frames, &paths, total_ns),
         call_graph: callgraph::call_graph(inp).into_iter().map(entry).collect(),

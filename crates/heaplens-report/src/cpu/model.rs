@@ -24,6 +24,9 @@ pub struct CpuReport {
     /// Samples the monitor did not take: the thread was running the monitor's own code
     /// (recording an allocation: that time is not the program's), or its ring was full.
     pub samples_dropped: u64,
+    /// What the monitor itself cost, from its End record (`None`: the program did not end
+    /// cleanly, so the monitor wrote none).
+    pub monitor: Option<MonitorCost>,
     /// Per thread, most CPU first.
     pub threads: Vec<CpuThread>,
     /// gprof's flat profile: per function, most self time first.
@@ -31,6 +34,18 @@ pub struct CpuReport {
     /// The call graph in gprof's layout (cycles merged), most inclusive time first; `index`
     /// is the position.
     pub call_graph: Vec<CpuGraphEntry>,
+}
+
+/// The monitor's own time beside the program's, as measured by the monitor.
+#[derive(Debug, Clone, Serialize)]
+pub struct MonitorCost {
+    /// Wall nanoseconds the program's threads spent in the sampling signal handler (the
+    /// kernel's delivery of the signal, a microsecond or two a sample, not included).
+    pub sampler_ns: u64,
+    /// CPU nanoseconds of the monitor's writer thread.
+    pub writer_cpu_ns: u64,
+    /// Both, as a share of the program's sampled CPU time, percent.
+    pub percent: f64,
 }
 
 /// One thread's CPU time.

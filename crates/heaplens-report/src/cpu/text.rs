@@ -37,6 +37,17 @@ pub fn render(r: &CpuReport, top: usize) -> String {
             "samples not taken", r.samples_dropped
         );
     }
+    if let Some(m) = &r.monitor {
+        let _ = writeln!(
+            o,
+            "  {:<20} {:>14}  {:.2}% of the CPU time sampled: {} in the sampling handler, {} in the writer thread",
+            "monitor's own time",
+            human_ns(m.sampler_ns + m.writer_cpu_ns),
+            m.percent,
+            human_ns(m.sampler_ns),
+            human_ns(m.writer_cpu_ns)
+        );
+    }
     let _ = writeln!(o, "  {:<20} {:>14}", "threads sampled", r.threads.len());
     let _ = writeln!(o);
 

@@ -84,7 +84,15 @@ impl TraceBuilder {
     }
 
     pub fn finish(&mut self, end_mono_ns: u64) -> Vec<u8> {
-        let end = EndRecord { events: 0, stack_nodes: 0, dropped: 0, end_mono_ns, samples_dropped: 0 };
+        let end = EndRecord {
+            events: 0,
+            stack_nodes: 0,
+            dropped: 0,
+            end_mono_ns,
+            samples_dropped: 0,
+            sampler_ns: 0,
+            writer_cpu_ns: 0,
+        };
         self.w.write_block(BlockKind::End, &end.encode()).unwrap();
         let exit = ExitRecord { code: Some(0), signal: None, end_mono_ns: end_mono_ns + 5 };
         self.w.write_block(BlockKind::Exit, &exit.encode()).unwrap();
