@@ -120,3 +120,35 @@ fn killed_mid_run(name: &str, run_args: &[&str]) -> Value {
     assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(9), "process/exit_signal");
     v
 }
+
+/// Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the program dies
+/// of it as it would bare, and `heaplens run` outlives it to seal the trace, then ends the same
+/// way. (heaplens catches SIGINT with a handler, which exec resets to the default in the program.)
+#[test]
+fn ctrl_c_ends_the_program_and_heaplens_seals_the_trace() {
+    use std::os::unix::process::CommandExt;
+    let dir = WorkDir::new("ctrl-c");
+    let exe = compile_c(&dir, "endings.c", &[]);
+    let trace = dir.join("interrupted.hltrace");
+    let mut cmd = Command::new(heaplens_exe());
+    cmd.arg("run").arg("-o").arg(&trace).arg("--").arg(&exe).args(["wait", "200000"]);
+    cmd.current_dir(&dir.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A process group of its own, as a shell gives a foreground job.
+    cmd.process_group(0);
+    no_core_dumps(&mut cmd);
+    let mut child = cmd.spawn().expect("start heaplens run");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read the program's line");
+    assert_eq!(truths(&line, "endings").len(), 1, "unexpected first line {line:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) }, 0, "Ctrl-C");
+    child.stdout = Some(stdout.into_inner());
+    let out = wait_with_timeout(child, "heaplens run (Ctrl-C)");
+    assert_no_panic(&out, "heaplens run");
+    assert_eq!(out.status.signal(), Some(libc::SIGINT), "heaplens run ends by the program's signal\n{}", out.show());
+    let v = report(&dir, &trace);
+    assert!(u(&v, "summary/allocations") > 0, "nothing recorded before Ctrl-C\n{}", out.show());
+    assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(2), "the program died of SIGINT\n{}", out.show());
+    assert_eq!(at(&v, "trace/complete"), &Value::Bool(true), "the monitor sealed the trace\n{}", out.show());
+}
