@@ -27,8 +27,11 @@ pub enum ColorBy {
 
 /// Colours fixed by the first pass.
 pub struct Palette {
-    /// Per stack ([`ColorBy::Function`]).
-    pub stacks: IdMap<u32, Rgb>,
+    /// Per stack id ([`ColorBy::Function`]): an index into [`Palette::colors`] plus one, 0 for
+    /// [`OTHER`]. Dense (the trie's node ids are), since every block drawn looks its stack up.
+    pub stacks: Vec<u8>,
+    /// The colours `stacks` refers to.
+    pub colors: Vec<Rgb>,
     /// Per thread ([`ColorBy::Thread`]).
     pub threads: IdMap<u32, Rgb>,
     /// The largest waste share, for [`ColorBy::Waste`].
@@ -178,7 +181,8 @@ impl<'a> Painter<'a> {
             ColorBy::Function => {
                 // Blocks of one stack come in runs.
                 if self.last_color.0 != b.stack {
-                    self.last_color = (b.stack, self.palette.stacks.get(&b.stack).copied().unwrap_or(OTHER));
+                    let k = self.palette.stacks.get(b.stack as usize).copied().unwrap_or(0) as usize;
+                    self.last_color = (b.stack, if k == 0 { OTHER } else { self.palette.colors[k - 1] });
                 }
                 self.last_color.1
             }

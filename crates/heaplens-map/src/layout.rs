@@ -45,11 +45,18 @@ pub struct Layout {
     thread_seen: HashSet<u32>,
     /// The granule [`Layout::note`] marked last.
     last_granule: u64,
+    /// Granules noted lately, direct-mapped ([`RECENT`] places; empty: none kept): blocks of
+    /// interleaved threads alternate between a few granules, and each hash insert costs more
+    /// than this look-up.
+    recent: Vec<u64>,
     /// Bytes per stack below [`DENSE_STACKS`], by index, when `dense` (the scan's: a vector
     /// costs less than a map per block).
     dense_bytes: Vec<f64>,
     dense: bool,
 }
+
+/// Places of [`Layout::recent`].
+const RECENT: usize = 256;
 
 /// Stacks counted in [`Layout::dense_bytes`]; the trie's node ids are dense, so this is the
 /// first million nodes.
@@ -64,6 +71,7 @@ impl Layout {
             window,
             granules_by_class: vec![HashSet::default(); classes],
             last_granule: u64::MAX,
+            recent: vec![u64::MAX; RECENT],
             ..Layout::default()
         }
     }
@@ -108,9 +116,19 @@ impl Layout {
         for g in lo >> GRANULE_SHIFT..=(hi - 1) >> GRANULE_SHIFT {
             // Consecutive blocks mostly share a granule: skip the hash then.
             if g != self.last_granule || !self.granules_by_class.is_empty() {
-                self.granules.insert(g);
                 if let Some(c) = self.granules_by_class.get_mut(class) {
                     c.insert(g);
+                }
+                let slot = (g.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % RECENT;
+                match self.recent.get_mut(slot) {
+                    Some(r) if *r == g => {}
+                    Some(r) => {
+                        *r = g;
+                        self.granules.insert(g);
+                    }
+                    None => {
+                        self.granules.insert(g);
+                    }
                 }
             }
             self.last_granule = g;

@@ -380,7 +380,8 @@ fn damage(trace: &Trace) -> Vec<String> {
 
 /// The colours of the stacks (top call sites) and threads, and the legend.
 fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Palette, Vec<LegendEntry>) {
-    let mut p = Palette { stacks: IdMap::default(), threads: IdMap::default(), max_waste: layout.max_waste };
+    let mut p =
+        Palette { stacks: Vec::new(), colors: Vec::new(), threads: IdMap::default(), max_waste: layout.max_waste };
     let mut legend = Vec::new();
     let top = o.top.min(PALETTE.len());
     match o.color_by {
@@ -389,8 +390,11 @@ fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Pale
             for (k, (label, bytes)) in s.top.iter().enumerate() {
                 legend.push(LegendEntry { rgb: PALETTE[k], label: label.clone(), bytes: *bytes as u64 });
             }
-            for (stack, k) in s.of_stack.iter() {
-                p.stacks.insert(*stack, PALETTE[*k]);
+            p.colors = PALETTE[..s.top.len()].to_vec();
+            let len = s.of_stack.keys().map(|&stack| stack as usize + 1).max().unwrap_or(0);
+            p.stacks = vec![0; len];
+            for (&stack, &k) in s.of_stack.iter() {
+                p.stacks[stack as usize] = k as u8 + 1;
             }
         }
         ColorBy::Thread => {

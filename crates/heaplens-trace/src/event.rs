@@ -102,6 +102,7 @@ macro_rules! ops {
                 TABLE[b as usize]
             }
             /// Which shape of record this op has.
+            #[inline]
             pub fn class(self) -> OpClass {
                 match self { $(Op::$name => OpClass::$class,)* }
             }
