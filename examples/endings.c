@@ -8,6 +8,8 @@
  *     endings segv         prints, then dereferences a null pointer (dies by SIGSEGV)
  *     endings abort        prints, then abort() (dies by SIGABRT)
  *     endings wait [COUNT] prints, then sleeps for 60 s: a test kills it meanwhile
+ *     endings signals      prints, then a second line with how it found SIGINT and SIGQUIT
+ *                          (ign: ignored, dfl: default), then exits 0
  *
  *     endings: mode=exit pid=4321 allocs=1000 frees=500 size=96
  *
@@ -69,6 +71,13 @@ int main(int argc, char **argv)
         abort();
     } else if (strcmp(mode, "wait") == 0) {
         sleep(60);
+        return 0;
+    } else if (strcmp(mode, "signals") == 0) {
+        struct sigaction si, sq;
+        sigaction(SIGINT, NULL, &si);
+        sigaction(SIGQUIT, NULL, &sq);
+        printf("endings: sigint=%s sigquit=%s\n", si.sa_handler == SIG_IGN ? "ign" : "dfl",
+               sq.sa_handler == SIG_IGN ? "ign" : "dfl");
         return 0;
     }
     fprintf(stderr, "endings: unknown mode %s\n", mode);

@@ -152,3 +152,40 @@ fn ctrl_c_ends_the_program_and_heaplens_seals_the_trace() {
     assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(2), "the program died of SIGINT\n{}", out.show());
     assert_eq!(at(&v, "trace/complete"), &Value::Bool(true), "the monitor sealed the trace\n{}", out.show());
 }
+
+/// The program finds SIGINT and SIGQUIT as it would bare: at their defaults, or ignored when
+/// heaplens itself was started with them ignored (a shell's background job).
+#[test]
+fn the_program_inherits_sigint_and_sigquit_as_bare() {
+    use std::os::unix::process::CommandExt;
+    let dir = WorkDir::new("signal-dispositions");
+    let exe = compile_c(&dir, "endings.c", &[]);
+    let trace = dir.join("signals.hltrace");
+    for ignored in [false, true] {
+        let with = |mut cmd: Command| {
+            if ignored {
+                // SAFETY: signal() is async-signal-safe.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        libc::signal(libc::SIGINT, libc::SIG_IGN);
+                        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+                        Ok(())
+                    });
+                }
+            }
+            run_cmd(cmd, &dir.path)
+        };
+        let mut bare = Command::new(&exe);
+        bare.arg("signals");
+        let bare = with(bare);
+        let mut traced = Command::new(heaplens_exe());
+        traced.arg("run").arg("-o").arg(&trace).arg("--").arg(&exe).arg("signals");
+        let traced = with(traced);
+        assert_no_panic(&traced, "heaplens run");
+        let line = |o: &Out| o.stdout.lines().find(|l| l.contains("sigint=")).map(str::to_string);
+        let want = if ignored { "endings: sigint=ign sigquit=ign" } else { "endings: sigint=dfl sigquit=dfl" };
+        assert_eq!(line(&bare).as_deref(), Some(want), "bare\n{}", bare.show());
+        assert_eq!(line(&traced), line(&bare), "ignored={ignored}\n{}", traced.show());
+        assert!(traced.status.success(), "{}", traced.show());
+    }
+}
