@@ -120,14 +120,10 @@ impl Layout {
                     c.insert(g);
                 }
                 let slot = (g.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % RECENT;
-                match self.recent.get_mut(slot) {
-                    Some(r) if *r == g => {}
-                    Some(r) => {
+                if self.recent.get(slot) != Some(&g) {
+                    self.granules.insert(g);
+                    if let Some(r) = self.recent.get_mut(slot) {
                         *r = g;
-                        self.granules.insert(g);
-                    }
-                    None => {
-                        self.granules.insert(g);
                     }
                 }
             }

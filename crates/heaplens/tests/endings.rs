@@ -5,6 +5,7 @@ mod common;
 
 use std::io::BufRead;
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -85,15 +86,27 @@ fn sigkill_while_sampling_leaves_the_samples_written() {
     assert!((a - d).abs_diff(l) <= 1, "allocations {a} - deallocations {d} != leaked {l}");
 }
 
-/// Runs `endings wait` (allocates, prints its pid, sleeps) under `heaplens run RUN_ARGS`, kills
-/// it with SIGKILL and checks the trace reads back; returns the report.
-fn killed_mid_run(name: &str, run_args: &[&str]) -> Value {
+/// Whom [`signalled_mid_run`] sends its signal to.
+enum Target {
+    /// The program alone (by the pid it prints).
+    Program,
+    /// The process group of `heaplens run` and the program, as a terminal's Ctrl-C does.
+    Group,
+}
+
+/// Runs `endings wait` (allocates, prints its pid, sleeps) under `heaplens run RUN_ARGS`, in a
+/// process group of its own, sends `signal` to `target` once the program has printed, and
+/// returns how `heaplens run` ended, the trace and its directory.
+fn signalled_mid_run(name: &str, run_args: &[&str], target: Target, signal: i32) -> (Out, PathBuf, WorkDir) {
+    use std::os::unix::process::CommandExt;
     let dir = WorkDir::new(name);
     let exe = compile_c(&dir, "endings.c", &[]);
-    let trace = dir.join("killed.hltrace");
+    let trace = dir.join(format!("{name}.hltrace"));
     let mut cmd = Command::new(heaplens_exe());
     cmd.arg("run").args(run_args).arg("-o").arg(&trace).arg("--").arg(&exe).args(["wait", "200000"]);
     cmd.current_dir(&dir.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A process group of its own, as a shell gives a foreground job.
+    cmd.process_group(0);
     no_core_dumps(&mut cmd);
     let mut child = cmd.spawn().expect("start heaplens run");
 
@@ -105,12 +118,23 @@ fn killed_mid_run(name: &str, run_args: &[&str]) -> Value {
     assert_eq!(t.len(), 1, "unexpected first line {line:?}");
     let pid = num(&t[0], "pid") as libc::pid_t;
     assert_ne!(pid as u32, child.id(), "the pid printed is the program's, not heaplens's");
-    // Give the monitor's writer a moment, as any run killed later than right away would.
+    // Give the monitor's writer a moment, as any run signalled later than right away would.
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0, "kill the program");
+    let to = match target {
+        Target::Program => pid,
+        Target::Group => -(child.id() as libc::pid_t),
+    };
+    assert_eq!(unsafe { libc::kill(to, signal) }, 0, "send signal {signal}");
     child.stdout = Some(stdout.into_inner());
-    let out = wait_with_timeout(child, "heaplens run (killed program)");
+    let out = wait_with_timeout(child, "heaplens run (signalled program)");
     assert_no_panic(&out, "heaplens run");
+    (out, trace, dir)
+}
+
+/// [`signalled_mid_run`] with SIGKILL to the program: checks the trace reads back; returns
+/// the report.
+fn killed_mid_run(name: &str, run_args: &[&str]) -> Value {
+    let (out, trace, dir) = signalled_mid_run(name, run_args, Target::Program, libc::SIGKILL);
     assert_eq!(out.status.signal(), Some(libc::SIGKILL), "heaplens run dies by the program's signal\n{}", out.show());
     assert!(trace.exists(), "no trace after SIGKILL\n{}", out.show());
 
@@ -126,26 +150,7 @@ fn killed_mid_run(name: &str, run_args: &[&str]) -> Value {
 /// way. (heaplens catches SIGINT with a handler, which exec resets to the default in the program.)
 #[test]
 fn ctrl_c_ends_the_program_and_heaplens_seals_the_trace() {
-    use std::os::unix::process::CommandExt;
-    let dir = WorkDir::new("ctrl-c");
-    let exe = compile_c(&dir, "endings.c", &[]);
-    let trace = dir.join("interrupted.hltrace");
-    let mut cmd = Command::new(heaplens_exe());
-    cmd.arg("run").arg("-o").arg(&trace).arg("--").arg(&exe).args(["wait", "200000"]);
-    cmd.current_dir(&dir.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    // A process group of its own, as a shell gives a foreground job.
-    cmd.process_group(0);
-    no_core_dumps(&mut cmd);
-    let mut child = cmd.spawn().expect("start heaplens run");
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read the program's line");
-    assert_eq!(truths(&line, "endings").len(), 1, "unexpected first line {line:?}");
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) }, 0, "Ctrl-C");
-    child.stdout = Some(stdout.into_inner());
-    let out = wait_with_timeout(child, "heaplens run (Ctrl-C)");
-    assert_no_panic(&out, "heaplens run");
+    let (out, trace, dir) = signalled_mid_run("ctrl-c", &[], Target::Group, libc::SIGINT);
     assert_eq!(out.status.signal(), Some(libc::SIGINT), "heaplens run ends by the program's signal\n{}", out.show());
     let v = report(&dir, &trace);
     assert!(u(&v, "summary/allocations") > 0, "nothing recorded before Ctrl-C\n{}", out.show());
