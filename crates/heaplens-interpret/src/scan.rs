@@ -58,10 +58,10 @@ fn scan_into(path: &Path, f: &mut dyn FnMut(&Event), progress: bool) -> Result<(
 ///
 /// # Errors
 /// As [`scan`].
-pub fn scan_split<S: Send>(
+pub fn scan_split<S: Send, F: Fn(&mut S, &Event) + Sync>(
     path: &Path,
     states: [S; 2],
-    f: &(dyn Fn(&mut S, &Event) + Sync),
+    f: &F,
     progress: bool,
 ) -> Result<(Trace, EventIndex, [S; 2]), LoadError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -75,7 +75,7 @@ pub fn scan_split<S: Send>(
                 let mut st = theirs;
                 let mut pool = CursorPool::default();
                 for payload in rx {
-                    decode(&payload, &mut pool, &mut |e| f(&mut st, e));
+                    decode(&payload, &mut pool, &mut |e: &Event| f(&mut st, e));
                 }
                 st
             })
@@ -95,17 +95,30 @@ pub fn scan_split<S: Send>(
     Ok((t, EventIndex { blocks }, [mine, theirs]))
 }
 
-/// Calls `f` with the events of `payload`; whether it was malformed.
-fn decode(payload: &[u8], pool: &mut CursorPool, f: &mut dyn FnMut(&Event)) -> bool {
-    let mut c = Cursor::open(payload, pool);
-    while let Some(e) = c.next_event() {
-        f(&e);
+/// Calls `f` with the events of `payload`; whether it was malformed. Row payloads (the layout
+/// of a busy program's trace) decode straight into `f`, without a vector of events between.
+fn decode<F: FnMut(&Event) + ?Sized>(payload: &[u8], pool: &mut CursorPool, f: &mut F) -> bool {
+    struct Each<'f, F: ?Sized>(&'f mut F);
+    impl<F: FnMut(&Event) + ?Sized> crate::decode::rows::Push for Each<'_, F> {
+        #[inline(always)]
+        fn push_event(&mut self, e: Event) {
+            (self.0)(&e)
+        }
     }
-    c.close(pool)
+    match crate::decode::payload::untag(payload) {
+        (d, crate::decode::payload::ROWS) => crate::decode::rows::decode_all(d, &mut Each(f)),
+        _ => {
+            let mut c = Cursor::open(payload, pool);
+            while let Some(e) = c.next_event() {
+                f(&e);
+            }
+            c.close(pool)
+        }
+    }
 }
 
-struct Scan<'f> {
-    f: &'f mut dyn FnMut(&Event),
+struct Scan<'f, F: FnMut(&Event) + ?Sized> {
+    f: &'f mut F,
     pool: CursorPool,
     malformed: u64,
     blocks: Vec<BlockAt>,
@@ -113,7 +126,7 @@ struct Scan<'f> {
     to: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
 }
 
-impl Sink for Scan<'_> {
+impl<F: FnMut(&Event) + ?Sized> Sink for Scan<'_, F> {
     fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>, offset: u64) {
         self.blocks.push(BlockAt::new(tid, offset, &payload));
         let payload = match &self.to {

@@ -54,6 +54,8 @@ pub struct Canvas {
     last: Vec<Option<Rgb>>,
     /// `f^alpha` (see [`Power`]).
     power: Power,
+    /// The cushion's luminance at a block's middle.
+    middle: f32,
 }
 
 /// `f^alpha` for `f` in `(0, 1]`, interpolated in a table indexed by the float's exponent and
@@ -108,6 +110,7 @@ impl Canvas {
             runs: if antialias { vec![Sums::default(); (width + 1) * height] } else { Vec::new() },
             last: if antialias { Vec::new() } else { vec![None; n] },
             power: Power::new(if antialias { alpha } else { 1.0 }),
+            middle: cushion.at(0.5),
         }
     }
 
@@ -128,6 +131,12 @@ impl Canvas {
         let last_col = (ceil(cx1).max(first_col + 1) - 1).min(self.width - 1);
         let first_row = cy0 as usize;
         let last_row = (ceil(cy1).max(first_row + 1) - 1).min(self.height - 1);
+        if first_row == last_row && first_col == last_col && cy0 == y0 && cy1 == y1 {
+            // Most blocks of a long run lie inside one pixel: the loop's arithmetic for one row
+            // and one column, with the cushion at the block's middle.
+            let shaded = rgb.map(|c| c * self.middle);
+            return self.add(first_row, first_col, (cx1 - cx0) as f32 * (cy1 - cy0) as f32, shaded);
+        }
         for row in first_row..=last_row {
             let (lo, hi) = (cy0.max(row as f64), cy1.min(row as f64 + 1.0));
             if hi <= lo {

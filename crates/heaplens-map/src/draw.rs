@@ -91,6 +91,8 @@ pub struct Painter<'a> {
     bar_scale: f64,
     /// The colour of the stack drawn last.
     last_color: (u32, Rgb),
+    /// Per view, the segment of its axis drawn in last ([`AddressAxis::rows_hinted`]).
+    hints: Vec<usize>,
 }
 
 impl<'a> Painter<'a> {
@@ -111,6 +113,7 @@ impl<'a> Painter<'a> {
     ) -> Painter<'a> {
         let span = (t1.saturating_sub(t0)).max(1);
         Painter {
+            hints: vec![0; views.len()],
             views,
             occupancy: Occupancy::new(bar_width),
             binning,
@@ -208,7 +211,7 @@ impl<'a> Painter<'a> {
             return;
         }
         let Some(v) = self.binning.view(b) else { return };
-        let Some((y0, y1)) = self.views[v].axis.rows(b.addr, b.usable) else { return };
+        let Some((y0, y1)) = self.views[v].axis.rows_hinted(b.addr, b.usable, &mut self.hints[v]) else { return };
         let rgb = self.color(b, lifetime);
         let (x0, x1) = (self.x(b.ts), self.x(end));
         self.views[v].canvas.rect(x0, x1, y0, y1, rgb);
