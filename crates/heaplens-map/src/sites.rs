@@ -7,6 +7,8 @@ use std::path::Path;
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::load::Trace;
 use heaplens_interpret::paths::{is_library_frame, resolve};
+use heaplens_interpret::symbolize::{Frame, Symbolizer};
+use heaplens_trace::ModuleRecord;
 use rustc_hash::FxHashMap as HashMap;
 
 /// The top call sites by weight, and which stacks belong to them.
@@ -21,21 +23,38 @@ pub struct Sites {
 /// site and keeps the `top` heaviest sites. Symbolizes from the trace's embedded symbols, or
 /// from the module files.
 pub fn sites(path: &Path, trace: &Trace, weights: &IdMap<u32, f64>, depth: usize, top: usize) -> Sites {
-    let ids: Vec<u32> = weights.keys().copied().collect();
     let (mut sym, _) = heaplens_interpret::symbolize::for_trace(path, trace);
-    let (frames, paths) = resolve(&trace.stacks, &ids, sym.as_mut(), false);
-    let mut site_of: Vec<String> = Vec::with_capacity(ids.len());
-    for i in 0..ids.len() {
-        let own: Vec<&str> = paths
+    sites_with(trace, sym.as_mut(), weights, depth, top)
+}
+
+/// [`sites`] with the symbolizer `sym`.
+fn sites_with(trace: &Trace, sym: &mut dyn Symbolizer, weights: &IdMap<u32, f64>, depth: usize, top: usize) -> Sites {
+    let ids: Vec<u32> = weights.keys().copied().collect();
+    // A site is named by the program's own frames: the libraries' are not symbolized (the C
+    // library's debug info alone is megabytes to inflate), unless a stack has no other.
+    let (frames, paths) = resolve(&trace.stacks, &ids, &mut OwnFrames::new(&trace.modules, sym), false);
+    let own = |i: usize| -> Vec<&str> {
+        paths
             .get(i)
             .iter()
             .map(|&s| frames.function_of(s))
             .filter(|&f| !is_library_frame(frames.name(f), frames.functions[f as usize].module.as_deref()))
             .take(depth.max(1))
             .map(|f| frames.name(f))
-            .collect();
+            .collect()
+    };
+    let libraries_only: Vec<u32> = (0..ids.len()).filter(|&i| own(i).is_empty()).map(|i| ids[i]).collect();
+    let (all_frames, all_paths) = resolve(&trace.stacks, &libraries_only, sym, false);
+    let mut site_of: Vec<String> = Vec::with_capacity(ids.len());
+    let mut k = 0;
+    for i in 0..ids.len() {
+        let own = own(i);
         site_of.push(if own.is_empty() {
-            paths.get(i).first().map_or("<unknown>".to_string(), |&s| frames.name(frames.function_of(s)).to_string())
+            k += 1;
+            all_paths
+                .get(k - 1)
+                .first()
+                .map_or("<unknown>".to_string(), |&s| all_frames.name(all_frames.function_of(s)).to_string())
         } else {
             own.iter().rev().copied().collect::<Vec<_>>().join(" > ")
         });
@@ -54,4 +73,90 @@ pub fn sites(path: &Path, trace: &Trace, weights: &IdMap<u32, f64>, depth: usize
         }
     }
     Sites { top: ranked.into_iter().map(|(s, w)| (s.to_string(), w)).collect(), of_stack }
+}
+
+/// A symbolizer that leaves the frames of the standard and C libraries unnamed (their module
+/// and offset only) and hands the others to `inner`.
+struct OwnFrames<'a> {
+    inner: &'a mut dyn Symbolizer,
+    /// Loaded segments `[start, end)`, by start (later loads after earlier ones at one start),
+    /// with their module's basename and load bias when it is a library.
+    ranges: Vec<(u64, u64, Option<(String, u64)>)>,
+}
+
+impl<'a> OwnFrames<'a> {
+    fn new(modules: &[ModuleRecord], inner: &'a mut dyn Symbolizer) -> Self {
+        let mut ranges = Vec::new();
+        for m in modules.iter().filter(|m| m.loaded) {
+            let name = m.path.rsplit('/').next().unwrap_or(&m.path);
+            let library = is_library_frame("", Some(name)).then(|| (name.to_string(), m.base));
+            for s in &m.segments {
+                let start = m.base.wrapping_add(s.vaddr);
+                ranges.push((start, start.wrapping_add(s.memsz), library.clone()));
+            }
+        }
+        ranges.sort_by_key(|r| r.0);
+        OwnFrames { inner, ranges }
+    }
+}
+
+impl Symbolizer for OwnFrames<'_> {
+    fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
+        let addr = ret_addr.wrapping_sub(1);
+        let n = self.ranges.partition_point(|r| r.0 <= addr);
+        match self.ranges[..n].iter().rev().take(64).find(|r| addr < r.1) {
+            Some((_, _, Some((library, base)))) => out.push(Frame {
+                module: Some(library.clone()),
+                module_offset: ret_addr.wrapping_sub(*base),
+                ..Frame::default()
+            }),
+            _ => self.inner.symbolize(ret_addr, out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use heaplens_interpret::symbolize::MapSymbolizer;
+    use heaplens_trace::{Segment, StackNode};
+
+    /// Counts the addresses it is asked for.
+    struct Asked<'a>(&'a mut MapSymbolizer, Vec<u64>);
+
+    impl Symbolizer for Asked<'_> {
+        fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
+            self.1.push(ret_addr);
+            self.0.symbolize(ret_addr, out);
+        }
+    }
+
+    #[test]
+    fn library_frames_are_symbolized_only_for_stacks_without_the_programs_own() {
+        let mut t = Trace::default();
+        let module = |path: &str, base: u64| ModuleRecord {
+            ts: 0,
+            loaded: true,
+            base,
+            path: path.into(),
+            build_id: Vec::new(),
+            segments: vec![Segment { vaddr: 0, memsz: 0x1000, flags: 5 }],
+        };
+        t.modules = vec![module("/usr/bin/app", 0x1000), module("/lib/x86_64-linux-gnu/libc.so.6", 0x7000)];
+        // Stack 2: app's `work` called from libc's `start_thread`; stack 4: libc's own
+        // `_IO_file_doallocate` from `fopen`.
+        for (id, parent, addr) in [(1, 0, 0x7010), (2, 1, 0x1010), (3, 0, 0x7110), (4, 3, 0x7210)] {
+            t.stacks.insert(StackNode { id, parent, addr });
+        }
+        let mut names = MapSymbolizer::new();
+        names.add(0x7010, "start_thread").add(0x1010, "work").add(0x7110, "fopen").add(0x7210, "_IO_file_doallocate");
+        let mut asked = Asked(&mut names, Vec::new());
+        let weights: IdMap<u32, f64> = [(2, 100.0), (4, 10.0)].into_iter().collect();
+        let s = sites_with(&t, &mut asked, &weights, 2, 8);
+        let labels: Vec<&str> = s.top.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["work", "_IO_file_doallocate"]);
+        assert_eq!((s.of_stack[&2], s.of_stack[&4]), (0, 1));
+        asked.1.sort_unstable();
+        assert_eq!(asked.1, [0x1010, 0x7110, 0x7210], "start_thread is never symbolized");
+    }
 }

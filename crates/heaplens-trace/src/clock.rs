@@ -111,7 +111,14 @@ impl TimeMap {
         // Ticks within 2^63 of the first sync point: the difference fits an i64, whose
         // conversion to f64 is one instruction (i128's is a library call, 8% of a map's time).
         let d = (ts as i64).wrapping_sub(self.ticks0 as i64) as f64 * self.ns_per_tick;
-        (self.ns0 as f64 + d).max(0.0) as u64
+        // Through i64 too, for the same reason (the f64 -> u64 conversion is a sequence): the
+        // sum is below 2^63 ns, 292 years of uptime.
+        let ns = self.ns0 as i64 as f64 + d;
+        if ns > 0.0 {
+            ns as i64 as u64
+        } else {
+            0
+        }
     }
 }
 
