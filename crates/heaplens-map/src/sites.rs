@@ -81,8 +81,11 @@ struct OwnFrames<'a> {
     inner: &'a mut dyn Symbolizer,
     /// Loaded segments `[start, end)`, by start (later loads after earlier ones at one start),
     /// with their module's basename and load bias when it is a library.
-    ranges: Vec<(u64, u64, Option<(String, u64)>)>,
+    ranges: Vec<(u64, u64, Option<Library>)>,
 }
+
+/// A library's basename and load bias.
+type Library = (String, u64);
 
 impl<'a> OwnFrames<'a> {
     fn new(modules: &[ModuleRecord], inner: &'a mut dyn Symbolizer) -> Self {
