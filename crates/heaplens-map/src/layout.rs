@@ -8,6 +8,7 @@ use heaplens_trace::{Event, OpClass};
 use rustc_hash::FxHashSet as HashSet;
 
 use crate::axis::GRANULE_SHIFT;
+use crate::granules::Granules;
 
 /// The part of the run and of the address space drawn (`None`: all of it).
 #[derive(Debug, Clone, Copy, Default)]
@@ -29,9 +30,9 @@ pub struct Layout {
     /// The last event's time.
     pub last_ts: u64,
     /// Occupied granules (addresses `>> GRANULE_SHIFT`) of the blocks in the window.
-    pub granules: HashSet<u64>,
+    pub granules: Granules,
     /// The same per size class ([`crate::bins::SIZE_CLASSES`]), when asked for.
-    pub granules_by_class: Vec<HashSet<u64>>,
+    pub granules_by_class: Vec<Granules>,
     /// Bytes allocated per stack, by blocks in the window.
     pub bytes_by_stack: IdMap<u32, f64>,
     /// Bytes held over time per stack (bytes x nanoseconds alive within the window).
@@ -45,18 +46,11 @@ pub struct Layout {
     thread_seen: HashSet<u32>,
     /// The granule [`Layout::note`] marked last.
     last_granule: u64,
-    /// Granules noted lately, direct-mapped ([`RECENT`] places; empty: none kept): blocks of
-    /// interleaved threads alternate between a few granules, and each hash insert costs more
-    /// than this look-up.
-    recent: Vec<u64>,
     /// Bytes per stack below [`DENSE_STACKS`], by index, when `dense` (the scan's: a vector
     /// costs less than a map per block).
     dense_bytes: Vec<f64>,
     dense: bool,
 }
-
-/// Places of [`Layout::recent`].
-const RECENT: usize = 256;
 
 /// Stacks counted in [`Layout::dense_bytes`]; the trie's node ids are dense, so this is the
 /// first million nodes.
@@ -69,9 +63,8 @@ impl Layout {
         let classes = if by_class { crate::bins::SIZE_CLASSES.len() } else { 0 };
         Layout {
             window,
-            granules_by_class: vec![HashSet::default(); classes],
+            granules_by_class: vec![Granules::default(); classes],
             last_granule: u64::MAX,
-            recent: vec![u64::MAX; RECENT],
             ..Layout::default()
         }
     }
@@ -112,22 +105,21 @@ impl Layout {
             None => (addr, end),
         };
         self.blocks += 1;
-        let class = crate::bins::size_class(usable);
-        for g in lo >> GRANULE_SHIFT..=(hi - 1) >> GRANULE_SHIFT {
-            // Consecutive blocks mostly share a granule: skip the hash then.
-            if g != self.last_granule || !self.granules_by_class.is_empty() {
-                if let Some(c) = self.granules_by_class.get_mut(class) {
+        let first = lo >> GRANULE_SHIFT;
+        let last = (hi - 1) >> GRANULE_SHIFT;
+        // Consecutive blocks mostly share a granule.
+        if first != last || first != self.last_granule {
+            for g in first..=last {
+                self.granules.insert(g);
+            }
+            self.last_granule = last;
+        }
+        if !self.granules_by_class.is_empty() {
+            if let Some(c) = self.granules_by_class.get_mut(crate::bins::size_class(usable)) {
+                for g in first..=last {
                     c.insert(g);
                 }
-                let slot = (g.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % RECENT;
-                if self.recent.get(slot) != Some(&g) {
-                    self.granules.insert(g);
-                    if let Some(r) = self.recent.get_mut(slot) {
-                        *r = g;
-                    }
-                }
             }
-            self.last_granule = g;
         }
         if self.dense && stack < DENSE_STACKS {
             let i = stack as usize;
@@ -138,8 +130,9 @@ impl Layout {
         } else {
             *self.bytes_by_stack.entry(stack).or_default() += size as f64;
         }
-        if usable > 0 {
-            self.max_waste = self.max_waste.max(usable.saturating_sub(size) as f64 / usable as f64);
+        // A multiplication per block, a division per new largest share.
+        if usable > size && (usable - size) as f64 > self.max_waste * usable as f64 {
+            self.max_waste = (usable - size) as f64 / usable as f64;
         }
     }
 }
