@@ -119,9 +119,10 @@ impl AddressAxis {
     fn rows_in(&self, i: usize, addr: u64, size: u64) -> Option<(f64, f64)> {
         let s = self.segments.get(i).filter(|s| s.lo <= addr)?;
         let per_byte = self.per_byte[i];
-        let y0 = s.y0 + (addr - s.lo) as f64 * per_byte;
+        // Offsets below 2^63 convert through i64 in one instruction.
+        let y0 = s.y0 + (addr - s.lo) as i64 as f64 * per_byte;
         let end = addr.saturating_add(size.max(1)).min(s.hi);
-        Some((y0, s.y0 + (end - s.lo) as f64 * per_byte))
+        Some((y0, s.y0 + (end - s.lo) as i64 as f64 * per_byte))
     }
 }
 

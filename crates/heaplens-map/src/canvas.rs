@@ -87,11 +87,24 @@ impl Power {
     }
 }
 
+/// `x as usize` for `0 <= x < 2^63`, through `i64`: one instruction, where `f64` to `usize`
+/// is a sequence with a branch (without AVX-512); a block's drawing takes several.
+#[inline(always)]
+fn trunc(x: f64) -> usize {
+    x as i64 as usize
+}
+
+/// `i as f64` for `i < 2^63`, through `i64` (see [`trunc`]).
+#[inline(always)]
+fn float(i: usize) -> f64 {
+    i as i64 as f64
+}
+
 /// The ceiling of `x >= 0`.
 #[inline(always)]
 fn ceil(x: f64) -> usize {
-    let t = x as usize;
-    t + usize::from((t as f64) < x)
+    let t = trunc(x);
+    t + usize::from(float(t) < x)
 }
 
 impl Canvas {
@@ -116,7 +129,7 @@ impl Canvas {
 
     /// Draws the rectangle `[x0, x1) x [y0, y1)` (pixel units, y up) in `rgb`.
     pub fn rect(&mut self, x0: f64, x1: f64, y0: f64, y1: f64, rgb: Rgb) {
-        let (w, h) = (self.width as f64, self.height as f64);
+        let (w, h) = (float(self.width), float(self.height));
         let (cx0, cx1) = (x0.max(0.0), x1.min(w));
         let (cy0, cy1) = (y0.max(0.0), y1.min(h));
         if cx1 <= cx0 || cy1 <= cy0 {
@@ -127,9 +140,9 @@ impl Canvas {
         }
         // Truncation is floor for these non-negative values (and, unlike `floor`, not a call
         // into libm without SSE4.1).
-        let first_col = cx0 as usize;
+        let first_col = trunc(cx0);
         let last_col = (ceil(cx1).max(first_col + 1) - 1).min(self.width - 1);
-        let first_row = cy0 as usize;
+        let first_row = trunc(cy0);
         let last_row = (ceil(cy1).max(first_row + 1) - 1).min(self.height - 1);
         if first_row == last_row && first_col == last_col && cy0 == y0 && cy1 == y1 {
             // Most blocks of a long run lie inside one pixel: the loop's arithmetic for one row
@@ -138,7 +151,7 @@ impl Canvas {
             return self.add(first_row, first_col, (cx1 - cx0) as f32 * (cy1 - cy0) as f32, shaded);
         }
         for row in first_row..=last_row {
-            let (lo, hi) = (cy0.max(row as f64), cy1.min(row as f64 + 1.0));
+            let (lo, hi) = (cy0.max(float(row)), cy1.min(float(row) + 1.0));
             if hi <= lo {
                 continue;
             }
@@ -150,8 +163,8 @@ impl Canvas {
                 self.add(row, first_col, (cx1 - cx0) as f32 * fy, shaded);
                 continue;
             }
-            self.add(row, first_col, (first_col as f64 + 1.0 - cx0) as f32 * fy, shaded);
-            self.add(row, last_col, (cx1 - last_col as f64) as f32 * fy, shaded);
+            self.add(row, first_col, (float(first_col) + 1.0 - cx0) as f32 * fy, shaded);
+            self.add(row, last_col, (cx1 - float(last_col)) as f32 * fy, shaded);
             if last_col > first_col + 1 {
                 let s = self.sums(fy, shaded);
                 let h = self.height;

@@ -145,7 +145,8 @@ impl<'a> Painter<'a> {
     }
 
     fn x(&self, ts: u64) -> f64 {
-        (ts as f64 - self.t0 as f64) * self.cols_per_ns
+        // Through i64: one conversion instruction (see `canvas::trunc`).
+        ts.wrapping_sub(self.t0) as i64 as f64 * self.cols_per_ns
     }
 
     /// The column of `ts` in a view, `None` outside the window.
