@@ -48,7 +48,9 @@ pub struct Layout {
     last_granule: u64,
     /// Bytes per stack below [`DENSE_STACKS`], by index, when `dense` (the scan's: a vector
     /// costs less than a map per block).
-    dense_bytes: Vec<f64>,
+    dense_bytes: Vec<u64>,
+    /// The unrequested and usable bytes of the block with the largest waste share.
+    waste_of: (u64, u64),
     dense: bool,
 }
 
@@ -124,15 +126,18 @@ impl Layout {
         if self.dense && stack < DENSE_STACKS {
             let i = stack as usize;
             if i >= self.dense_bytes.len() {
-                self.dense_bytes.resize((i + 1).next_power_of_two(), 0.0);
+                self.dense_bytes.resize((i + 1).next_power_of_two(), 0);
             }
-            self.dense_bytes[i] += size as f64;
+            self.dense_bytes[i] += size;
         } else {
             *self.bytes_by_stack.entry(stack).or_default() += size as f64;
         }
         // A multiplication per block, a division per new largest share.
-        if usable > size && (usable - size) as f64 > self.max_waste * usable as f64 {
-            self.max_waste = (usable - size) as f64 / usable as f64;
+        // Shares compared in integers; a division per new largest share.
+        let (w, u) = self.waste_of;
+        if usable > size && u128::from(usable - size) * u128::from(u.max(1)) > u128::from(w) * u128::from(usable) {
+            self.waste_of = (usable - size, usable);
+            self.max_waste = self.max_waste.max((usable - size) as f64 / usable as f64);
         }
     }
 }
@@ -178,7 +183,7 @@ impl Scanned {
             c.extend(g);
         }
         if l.dense_bytes.len() < m.dense_bytes.len() {
-            l.dense_bytes.resize(m.dense_bytes.len(), 0.0);
+            l.dense_bytes.resize(m.dense_bytes.len(), 0);
         }
         for (a, b) in l.dense_bytes.iter_mut().zip(m.dense_bytes) {
             *a += b;
@@ -187,6 +192,11 @@ impl Scanned {
             *l.bytes_by_stack.entry(stack).or_default() += b;
         }
         l.max_waste = l.max_waste.max(m.max_waste);
+        if u128::from(m.waste_of.0) * u128::from(l.waste_of.1.max(1))
+            > u128::from(l.waste_of.0) * u128::from(m.waste_of.1)
+        {
+            l.waste_of = m.waste_of;
+        }
         l.blocks += m.blocks;
         self.lo = self.lo.min(o.lo);
         self.hi = self.hi.max(o.hi);
@@ -217,8 +227,8 @@ impl Layout {
             heaplens_interpret::scan::scan_split(path, states, &|s: &mut Scanned, e| s.event(e), progress)?;
         s.absorb(other);
         let mut l = s.layout;
-        for (stack, b) in std::mem::take(&mut l.dense_bytes).into_iter().enumerate().filter(|(_, b)| *b > 0.0) {
-            *l.bytes_by_stack.entry(stack as u32).or_default() += b;
+        for (stack, b) in std::mem::take(&mut l.dense_bytes).into_iter().enumerate().filter(|(_, b)| *b > 0) {
+            *l.bytes_by_stack.entry(stack as u32).or_default() += b as f64;
         }
         l.dense = false;
         // Threads in order of their first allocation in time (the file interleaves them).
