@@ -43,7 +43,6 @@ impl Sums {
 pub struct Canvas {
     width: usize,
     height: usize,
-    alpha: f32,
     antialias: bool,
     cushion: Cushion,
     /// Column-major: pixel `(col, row)` at `col * height + row`.
@@ -58,7 +57,7 @@ pub struct Canvas {
     middle: f32,
 }
 
-/// `f^alpha` for `f` in `(0, 1]`, interpolated in a table indexed by the float's exponent and
+/// `f^alpha` for `f` in `[0, 1]`, interpolated in a table indexed by the float's exponent and
 /// first 7 bits of mantissa (exact at those points, a relative error under 1e-4 between),
 /// since every pixel a block touches takes one and `powf` was a tenth of the map's time.
 struct Power {
@@ -116,7 +115,6 @@ impl Canvas {
         Canvas {
             width,
             height,
-            alpha,
             antialias,
             cushion,
             pixels: if antialias { vec![Sums::default(); n] } else { Vec::new() },
@@ -217,7 +215,7 @@ impl Canvas {
     }
 
     /// The picture, rows top (highest addresses) first, as bytes.
-    pub fn finish(mut self) -> Vec<[u8; 3]> {
+    pub fn finish(self) -> Vec<[u8; 3]> {
         let mut out = Vec::with_capacity(self.width * self.height);
         if !self.antialias {
             for row in (0..self.height).rev() {
@@ -227,17 +225,18 @@ impl Canvas {
             }
             return out;
         }
-        let h = self.height;
+        // Column by column, as the sums lie: each pixel's own sums plus the running sums of
+        // the blocks covering its column whole, resolved and written to its place in the rows.
+        let (w, h) = (self.width, self.height);
+        out.resize(w * h, [0; 3]);
         let mut run = vec![Sums::default(); h];
-        for col in 0..self.width {
-            for (row, r) in run.iter_mut().enumerate() {
-                r.add(&self.runs[col * h + row], 1.0);
-                self.pixels[col * h + row].add(r, 1.0);
-            }
-        }
-        for row in (0..self.height).rev() {
-            for col in 0..self.width {
-                out.push(crate::color::to_u8(self.resolve(&self.pixels[col * h + row])));
+        for col in 0..w {
+            let (pixels, runs) = (&self.pixels[col * h..(col + 1) * h], &self.runs[col * h..(col + 1) * h]);
+            for (row, ((r, d), p)) in run.iter_mut().zip(runs).zip(pixels).enumerate() {
+                r.add(d, 1.0);
+                let mut s = *p;
+                s.add(r, 1.0);
+                out[(h - 1 - row) * w + col] = crate::color::to_u8(self.resolve(&s));
             }
         }
         out
@@ -249,7 +248,7 @@ impl Canvas {
         if s.weight <= 1e-6 {
             return BACKGROUND;
         }
-        let b = (1.0 - s.cover.min(1.0)).max(0.0).powf(self.alpha);
+        let b = self.power.of((1.0 - s.cover.min(1.0)).max(0.0));
         let total = s.weight + b;
         [0, 1, 2].map(|k| (s.rgb[k] + b * BACKGROUND[k]) / total)
     }
