@@ -18,6 +18,7 @@ pub mod cpu;
 pub mod decode;
 pub mod elide;
 pub mod idmap;
+pub mod live;
 pub mod load;
 pub mod merge;
 pub mod paths;

@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::idmap::IdMap;
+use crate::live::LiveBlocks;
 use crate::load::{LoadError, Trace};
 use crate::merge::ondisk::DiskBlocks;
 use crate::merge::Merger;
@@ -154,12 +154,12 @@ fn halves<V: Joinable>(
     if m.heads() != starts || tail_malformed > 0 {
         return None;
     }
-    let mut live: IdMap<u64, Block> = head_live;
-    let releases: Vec<(Release, Option<Block>)> = deferred.into_iter().map(|r| (r, live.remove(&r.addr))).collect();
+    let mut live: LiveBlocks = head_live;
+    let releases: Vec<(Release, Option<Block>)> = deferred.into_iter().map(|r| (r, live.remove(r.addr))).collect();
     head.join(later, &releases);
     // Blocks live at the cut whose address holds a later block now were released unseen.
     let (overwritten, live): (Vec<Block>, Vec<Block>) =
-        live.into_values().partition(|b| tail_live.contains_key(&b.addr));
+        live.values().copied().partition(|b| tail_live.contains(b.addr));
     for b in &overwritten {
         head.overwritten(b);
     }

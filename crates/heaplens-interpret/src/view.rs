@@ -35,7 +35,7 @@ use std::sync::Arc;
 
 use heaplens_trace::{Event, Op, OpClass, TimeMap};
 
-use crate::idmap::IdMap;
+use crate::live::LiveBlocks;
 use crate::load::{LoadError, Sink, Trace};
 use crate::merge::ondisk::{BlockAt, DiskBlocks};
 use crate::merge::{Consumer, Merger};
@@ -258,7 +258,7 @@ pub(crate) struct Lifetimes<'v> {
     clock: TimeMap,
     /// Thread id per stream.
     tids: Vec<u32>,
-    pub(crate) live: IdMap<u64, Block>,
+    pub(crate) live: LiveBlocks,
     /// Runs replayed, and where the bar shows how far into the file they are.
     runs: u64,
     bar: &'v Progress,
@@ -276,7 +276,7 @@ impl<'v> Lifetimes<'v> {
         bar: &'v Progress,
         disk: &'v DiskBlocks,
     ) -> Self {
-        Lifetimes { view, clock, tids, live: IdMap::default(), runs: 0, bar, disk, deferred: None }
+        Lifetimes { view, clock, tids, live: LiveBlocks::default(), runs: 0, bar, disk, deferred: None }
     }
 
     fn block(&self, e: &Event, tid: u32) -> Block {
@@ -293,7 +293,7 @@ impl<'v> Lifetimes<'v> {
 
     fn release(&mut self, e: &Event, tid: u32, addr: u64) {
         let r = Release { ts: self.clock.to_ns(e.ts), tid, addr, op: e.op };
-        match (addr != 0).then(|| self.live.remove(&addr)).flatten() {
+        match (addr != 0).then(|| self.live.remove(addr)).flatten() {
             Some(b) => self.view.deallocation(&r, &b),
             None => {
                 if let Some(d) = self.deferred.as_mut().filter(|_| addr != 0) {
@@ -309,7 +309,7 @@ impl<'v> Lifetimes<'v> {
         if b.addr == 0 {
             return self.view.failed_allocation(&b);
         }
-        if let Some(old) = self.live.insert(b.addr, b) {
+        if let Some(old) = self.live.insert(b) {
             self.view.overwritten(&old);
         }
         self.view.allocation(&b);
