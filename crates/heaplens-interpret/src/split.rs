@@ -69,7 +69,7 @@ pub fn replay_split<V: Joinable>(
     path: &Path,
     mut t: Trace,
     index: &EventIndex,
-    make: impl Fn(Half) -> V,
+    make: impl Fn(Half) -> V + Sync,
     progress: bool,
     min_bytes: usize,
 ) -> Result<(Trace, V, Ran), LoadError> {
@@ -81,9 +81,7 @@ pub fn replay_split<V: Joinable>(
     let starts = m.payload_starts();
     if let Some(cut) = cut(&starts, min_bytes) {
         if let Some(tail) = m.tail(cut, &starts) {
-            if let Some((view, malformed)) =
-                halves(&mut m, tail, cut, [make(Half::Earlier), make(Half::Later)], (&tids, &t, &bar, &disk))
-            {
+            if let Some((view, malformed)) = halves(&mut m, tail, cut, &make, (&tids, &t, &bar, &disk)) {
                 bar.finish();
                 t.health.malformed_blocks += malformed;
                 let at = t.clock.to_ns(cut);
@@ -125,20 +123,22 @@ fn cut(starts: &[Vec<(Option<u64>, usize)>], min_bytes: usize) -> Option<u64> {
 
 /// Replays `m` up to `cut` into the first view here and `tail` from it into the second on
 /// another thread, and joins them; `None` when the halves do not meet exactly (the tail must start
-/// where the head stopped) or a payload is damaged (both halves may have counted it).
+/// where the head stopped) or a payload is damaged (both halves may have counted it). Each
+/// thread makes its own view with `make` (a picture's canvas is tens of megabytes to zero).
 fn halves<V: Joinable>(
     m: &mut Merger<'_>,
     mut tail: Merger<'_>,
     cut: u64,
-    [mut head, mut later]: [V; 2],
+    make: &(impl Fn(Half) -> V + Sync),
     (tids, t, bar, disk): (&[u32], &Trace, &Progress, &DiskBlocks),
 ) -> Option<(V, u64)> {
     let starts = tail.heads();
     let clock = t.clock;
-    let (head_live, (later, tail_live, deferred, tail_malformed)) = std::thread::scope(|scope| {
+    let (mut head, head_live, (later, tail_live, deferred, tail_malformed)) = std::thread::scope(|scope| {
         let other = std::thread::Builder::new()
             .name("heaplens-later".into())
             .spawn_scoped(scope, move || {
+                let mut later = make(Half::Later);
                 let mut l = Lifetimes::new(&mut later, clock, tids.to_vec(), bar, disk);
                 l.deferred = Some(Vec::new());
                 tail.run(&mut l, u64::MAX);
@@ -146,10 +146,11 @@ fn halves<V: Joinable>(
                 (later, live, deferred, tail.malformed())
             })
             .expect("cannot start a thread");
+        let mut head = make(Half::Earlier);
         let mut l = Lifetimes::new(&mut head, clock, tids.to_vec(), bar, disk);
         m.run(&mut l, cut - 1);
         let live = std::mem::take(&mut l.live);
-        (live, other.join().expect("the later half's replay panicked"))
+        (head, live, other.join().expect("the later half's replay panicked"))
     });
     if m.heads() != starts || tail_malformed > 0 {
         return None;
