@@ -155,7 +155,7 @@ fn halves<V: Joinable>(
     if m.heads() != starts || tail_malformed > 0 {
         return None;
     }
-    let mut live: LiveBlocks = head_live;
+    let mut live: LiveBlocks<Block> = head_live;
     let releases: Vec<(Release, Option<Block>)> = deferred.into_iter().map(|r| (r, live.remove(r.addr))).collect();
     head.join(later, &releases);
     // Blocks live at the cut whose address holds a later block now were released unseen.

@@ -258,7 +258,7 @@ pub(crate) struct Lifetimes<'v> {
     clock: TimeMap,
     /// Thread id per stream.
     tids: Vec<u32>,
-    pub(crate) live: LiveBlocks,
+    pub(crate) live: LiveBlocks<Block>,
     /// Runs replayed, and where the bar shows how far into the file they are.
     runs: u64,
     bar: &'v Progress,
@@ -309,7 +309,7 @@ impl<'v> Lifetimes<'v> {
         if b.addr == 0 {
             return self.view.failed_allocation(&b);
         }
-        if let Some(old) = self.live.insert(b) {
+        if let Some(old) = self.live.insert(b.addr, b) {
             self.view.overwritten(&old);
         }
         self.view.allocation(&b);
