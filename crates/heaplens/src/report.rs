@@ -39,7 +39,12 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
     if a.cpu || cpu_only(&a.trace) {
         return cpu_report(a, &opts);
     }
-    let report = analyze_file(&a.trace, &opts)?;
+    memory_report(a, &opts)
+}
+
+/// The memory report (summary and tables) in the format asked for.
+fn memory_report(a: &ReportArgs, opts: &Options) -> anyhow::Result<()> {
+    let report = analyze_file(&a.trace, opts)?;
     warn_if_damaged(&report);
     if (a.cxx && report.cxx.is_none()) || (a.lifetimes && report.lifetimes.is_none()) {
         eprintln!(
@@ -74,17 +79,17 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
 /// `heaplens report --cpu`.
 fn cpu_report(a: &ReportArgs, opts: &Options) -> anyhow::Result<()> {
     let r = heaplens_report::cpu::cpu_report_file(&a.trace, opts.naming, opts.progress)?;
+    if r.samples == 0 && !a.cpu {
+        // No samples after all (a damaged trace that looked recorded with --cpu-only): the
+        // memory report says what there is.
+        return memory_report(a, opts);
+    }
     if r.trace.truncated || r.trace.corrupt_blocks > 0 || r.trace.malformed_blocks > 0 {
         eprintln!(
             "heaplens: warning: {}: damaged trace, reporting what could be read: {}",
             r.trace.path,
             render_text::health_of(&r.trace)
         );
-    }
-    if r.samples == 0 && !a.cpu {
-        // Neither events nor samples: the memory report says what there is.
-        let report = analyze_file(&a.trace, opts)?;
-        return print(&render_text::render(&report, &TextOptions::default()));
     }
     let out = match a.format {
         Format::Text => heaplens_report::cpu::text::render(&r, a.top),

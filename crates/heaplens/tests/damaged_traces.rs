@@ -364,6 +364,35 @@ fn the_corpus_of_damaged_traces_reports_as_expected() {
     }
 }
 
+/// A Process record that says `--cpu-only` over a trace of allocations and no CPU samples (the
+/// fuzz test met one): the report falls back to the memory report, in the format asked for.
+#[test]
+fn a_trace_claiming_cpu_only_without_samples_gets_the_memory_report_as_asked() {
+    let dir = WorkDir::new("damaged-cpu-only");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let source = dir.join("w.hltrace");
+    run_traced(&dir, &source, &exe, &["200"]).ok("heaplens run");
+    let mut b = blocks(&source);
+    let (_, process) = b.iter_mut().find(|(k, _)| *k == BlockKind::Process).expect("a Process block");
+    let mut p = heaplens_trace::ProcessRecord::decode(process).expect("Process record");
+    p.cpu_only = true;
+    *process = p.encode();
+    let trace = dir.join("claims-cpu-only.hltrace");
+    write(&trace, &b);
+    let json = |t: &Path| {
+        let out = heaplens(&dir, &[OsStr::new("report"), t.as_os_str(), OsStr::new("--format"), OsStr::new("json")])
+            .ok("report --format json");
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+        v
+    };
+    let (got, want) = (json(&trace), json(&source));
+    assert_eq!(got["summary"], want["summary"], "the memory report of the same events");
+    assert_eq!(got["summary"]["allocations"].as_u64(), Some(200), "widgets 200: {}", got["summary"]);
+    let text = heaplens(&dir, &[OsStr::new("report"), trace.as_os_str(), OsStr::new("--leaks")]).ok("report --leaks");
+    assert!(text.stdout.contains("make_red_widget") && !text.stdout.contains("SUMMARY"), "{}", text.stdout);
+    assert_eq!(text.stderr.matches("warning").count(), 0, "an intact trace: {}", text.stderr);
+}
+
 /// Writes the corpus (run by hand: `cargo test -p heaplens --test damaged_traces
 /// regenerate_corpus -- --ignored`), printing each file's outcome for [`CORPUS`].
 #[test]
