@@ -379,13 +379,7 @@ fn a_trace_claiming_cpu_only_without_samples_gets_the_memory_report_as_asked() {
     *process = p.encode();
     let trace = dir.join("claims-cpu-only.hltrace");
     write(&trace, &b);
-    let json = |t: &Path| {
-        let out = heaplens(&dir, &[OsStr::new("report"), t.as_os_str(), OsStr::new("--format"), OsStr::new("json")])
-            .ok("report --format json");
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
-        v
-    };
-    let (got, want) = (json(&trace), json(&source));
+    let (got, want) = (report(&dir, &trace), report(&dir, &source));
     assert_eq!(got["summary"], want["summary"], "the memory report of the same events");
     assert_eq!(got["summary"]["allocations"].as_u64(), Some(200), "widgets 200: {}", got["summary"]);
     let text = heaplens(&dir, &[OsStr::new("report"), trace.as_os_str(), OsStr::new("--leaks")]).ok("report --leaks");
