@@ -39,8 +39,6 @@ pub struct Layout {
     pub byte_ns_by_stack: IdMap<u32, f64>,
     /// Threads in order of their first allocation.
     pub threads: Vec<u32>,
-    /// The largest share of a block's usable bytes left unrequested.
-    pub max_waste: f64,
     /// Blocks in the window.
     pub blocks: u64,
     thread_seen: HashSet<u32>,
@@ -49,7 +47,8 @@ pub struct Layout {
     /// Bytes per stack below [`DENSE_STACKS`], by index, when `dense` (the scan's: a vector
     /// costs less than a map per block).
     dense_bytes: Vec<u64>,
-    /// The unrequested and usable bytes of the block with the largest waste share.
+    /// The unrequested and usable bytes of the block with the largest waste share ((0, 0):
+    /// none yet).
     waste_of: (u64, u64),
     dense: bool,
 }
@@ -132,14 +131,28 @@ impl Layout {
         } else {
             *self.bytes_by_stack.entry(stack).or_default() += size as f64;
         }
-        // A multiplication per block, a division per new largest share.
-        // Shares compared in integers; a division per new largest share.
-        let (w, u) = self.waste_of;
-        if usable > size && u128::from(usable - size) * u128::from(u.max(1)) > u128::from(w) * u128::from(usable) {
+        if usable > size && more_waste((usable - size, usable), self.waste_of) {
             self.waste_of = (usable - size, usable);
-            self.max_waste = self.max_waste.max((usable - size) as f64 / usable as f64);
         }
     }
+}
+
+impl Layout {
+    /// The largest share of a block's usable bytes left unrequested.
+    pub fn max_waste(&self) -> f64 {
+        let (w, u) = self.waste_of;
+        if u == 0 {
+            0.0
+        } else {
+            w as f64 / u as f64
+        }
+    }
+}
+
+/// Whether the waste share `w.0 / w.1` (unrequested over usable bytes) is above `than`'s,
+/// compared in integers: a block's costs a multiplication, not a division.
+fn more_waste(w: (u64, u64), than: (u64, u64)) -> bool {
+    u128::from(w.0) * u128::from(than.1.max(1)) > u128::from(than.0) * u128::from(w.1)
 }
 
 /// What one thread of the scan found (see [`Layout::scan`]).
@@ -191,10 +204,7 @@ impl Scanned {
         for (stack, b) in m.bytes_by_stack {
             *l.bytes_by_stack.entry(stack).or_default() += b;
         }
-        l.max_waste = l.max_waste.max(m.max_waste);
-        if u128::from(m.waste_of.0) * u128::from(l.waste_of.1.max(1))
-            > u128::from(l.waste_of.0) * u128::from(m.waste_of.1)
-        {
+        if more_waste(m.waste_of, l.waste_of) {
             l.waste_of = m.waste_of;
         }
         l.blocks += m.blocks;

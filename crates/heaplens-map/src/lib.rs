@@ -382,7 +382,7 @@ fn damage(trace: &Trace) -> Vec<String> {
 /// The colours of the stacks (top call sites) and threads, and the legend.
 fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Palette, Vec<LegendEntry>) {
     let mut p =
-        Palette { stacks: Vec::new(), colors: Vec::new(), threads: IdMap::default(), max_waste: layout.max_waste };
+        Palette { stacks: Vec::new(), colors: Vec::new(), threads: IdMap::default(), max_waste: layout.max_waste() };
     let mut legend = Vec::new();
     let top = o.top.min(PALETTE.len());
     match o.color_by {

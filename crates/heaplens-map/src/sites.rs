@@ -7,7 +7,7 @@ use std::path::Path;
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::load::Trace;
 use heaplens_interpret::paths::{is_library_frame, resolve};
-use heaplens_interpret::symbolize::{Frame, Symbolizer};
+use heaplens_interpret::symbolize::{ElfSymbolizer, Frame, Symbolizer};
 use heaplens_trace::ModuleRecord;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -79,41 +79,35 @@ fn sites_with(trace: &Trace, sym: &mut dyn Symbolizer, weights: &IdMap<u32, f64>
 /// and offset only) and hands the others to `inner`.
 struct OwnFrames<'a> {
     inner: &'a mut dyn Symbolizer,
-    /// Loaded segments `[start, end)`, by start (later loads after earlier ones at one start),
-    /// with their module's basename and load bias when it is a library.
-    ranges: Vec<(u64, u64, Option<Library>)>,
+    /// Finds an address's module (it opens no file for that).
+    modules: ElfSymbolizer,
+    /// Per loaded module, in `modules`' order: its basename and load bias when a library.
+    libraries: Vec<Option<(String, u64)>>,
 }
 
-/// A library's basename and load bias.
-type Library = (String, u64);
-
 impl<'a> OwnFrames<'a> {
-    fn new(modules: &[ModuleRecord], inner: &'a mut dyn Symbolizer) -> Self {
-        let mut ranges = Vec::new();
-        for m in modules.iter().filter(|m| m.loaded) {
-            let name = m.path.rsplit('/').next().unwrap_or(&m.path);
-            let library = is_library_frame("", Some(name)).then(|| (name.to_string(), m.base));
-            for s in &m.segments {
-                let start = m.base.wrapping_add(s.vaddr);
-                ranges.push((start, start.wrapping_add(s.memsz), library.clone()));
-            }
-        }
-        ranges.sort_by_key(|r| r.0);
-        OwnFrames { inner, ranges }
+    fn new(records: &[ModuleRecord], inner: &'a mut dyn Symbolizer) -> Self {
+        let libraries = records
+            .iter()
+            .filter(|m| m.loaded)
+            .map(|m| {
+                let name = m.path.rsplit('/').next().unwrap_or(&m.path);
+                is_library_frame("", Some(name)).then(|| (name.to_string(), m.base))
+            })
+            .collect();
+        OwnFrames { inner, modules: ElfSymbolizer::new(records), libraries }
     }
 }
 
 impl Symbolizer for OwnFrames<'_> {
     fn symbolize(&mut self, ret_addr: u64, out: &mut Vec<Frame>) {
-        let addr = ret_addr.wrapping_sub(1);
-        let n = self.ranges.partition_point(|r| r.0 <= addr);
-        match self.ranges[..n].iter().rev().take(64).find(|r| addr < r.1) {
-            Some((_, _, Some((library, base)))) => out.push(Frame {
+        match self.modules.module_of_return(ret_addr).and_then(|i| self.libraries[i].as_ref()) {
+            Some((library, base)) => out.push(Frame {
                 module: Some(library.clone()),
                 module_offset: ret_addr.wrapping_sub(*base),
                 ..Frame::default()
             }),
-            _ => self.inner.symbolize(ret_addr, out),
+            None => self.inner.symbolize(ret_addr, out),
         }
     }
 }

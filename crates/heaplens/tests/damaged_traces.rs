@@ -255,9 +255,7 @@ fn known_damaged_traces_are_reported_in_bounded_memory() {
 fn a_damaged_symbols_block_is_reported_and_skipped() {
     use heaplens_interpret::symbolize::embedded;
     let dir = WorkDir::new("damaged-symbols");
-    let exe = compile_c(&dir, "widgets.c", &[]);
-    let path = dir.join("widgets.hltrace");
-    run_traced(&dir, &path, &exe, &["2000"]).ok("heaplens run");
+    let (_, path) = traced_widgets(&dir, &["2000"]);
     let good = report(&dir, &path);
     let mut table = embedded::read_table(&path).expect("symbols embedded").expect("symbols intact");
     assert!(!table.entries.is_empty());
@@ -369,9 +367,7 @@ fn the_corpus_of_damaged_traces_reports_as_expected() {
 #[test]
 fn a_trace_claiming_cpu_only_without_samples_gets_the_memory_report_as_asked() {
     let dir = WorkDir::new("damaged-cpu-only");
-    let exe = compile_c(&dir, "widgets.c", &[]);
-    let source = dir.join("w.hltrace");
-    run_traced(&dir, &source, &exe, &["200"]).ok("heaplens run");
+    let (_, source) = traced_widgets(&dir, &["200"]);
     let mut b = blocks(&source);
     let (_, process) = b.iter_mut().find(|(k, _)| *k == BlockKind::Process).expect("a Process block");
     let mut p = heaplens_trace::ProcessRecord::decode(process).expect("Process record");

@@ -242,9 +242,7 @@ fn go_pprof_top(dir: &WorkDir, pb: &Path) -> String {
 #[test]
 fn widgets_exports_read_back_with_the_reports_numbers() {
     let dir = WorkDir::new("export-widgets");
-    let exe = compile_c(&dir, "widgets.c", &[]);
-    let trace = dir.join("widgets.hltrace");
-    run_traced(&dir, &trace, &exe, &["3000"]).ok("widgets under heaplens");
+    let (exe, trace) = traced_widgets(&dir, &["3000"]);
     check_all(&dir, &exe, &trace);
 }
 

@@ -224,9 +224,7 @@ fn a_map_drawn_from_two_halves_at_once_is_the_map_drawn_in_one_pass() {
 #[test]
 fn svg_output_and_bad_input() {
     let dir = WorkDir::new("map-bad");
-    let exe = compile_c(&dir, "widgets.c", &[]);
-    let trace = dir.join("w.hltrace");
-    run_traced(&dir, &trace, &exe, &["200"]).ok("widgets");
+    let (exe, trace) = traced_widgets(&dir, &["200"]);
     // SVG: parses as XML, embeds the map, and names the call sites.
     let svg = dir.join("w.svg");
     heaplens(&dir, &["map", trace.to_str().unwrap(), "-o", svg.to_str().unwrap()]).ok("map to SVG");

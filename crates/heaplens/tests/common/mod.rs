@@ -288,6 +288,15 @@ pub fn compile(dir: &WorkDir, compiler: &str, src: &str, out: &str, flags: &[&st
 pub const C_FLAGS: &[&str] = &["-O2", "-fomit-frame-pointer", "-g"];
 
 /// Compiles a C example with [`C_FLAGS`] plus `extra`.
+/// The widgets example (`examples/widgets.c`) compiled in `dir` and run under `heaplens run`
+/// with `args` (its widget count): the binary and the trace, `widgets.hltrace`.
+pub fn traced_widgets(dir: &WorkDir, args: &[&str]) -> (PathBuf, PathBuf) {
+    let exe = compile_c(dir, "widgets.c", &[]);
+    let trace = dir.join("widgets.hltrace");
+    run_traced(dir, &trace, &exe, args).ok("widgets under heaplens");
+    (exe, trace)
+}
+
 pub fn compile_c(dir: &WorkDir, src: &str, extra: &[&str]) -> PathBuf {
     let mut flags: Vec<&str> = C_FLAGS.to_vec();
     flags.extend_from_slice(extra);
