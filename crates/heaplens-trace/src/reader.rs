@@ -133,12 +133,7 @@ impl<R: Read> TraceReader<R> {
                 self.status.corrupt_blocks += 1;
                 return Ok(self.truncated(start));
             }
-            // Read as the bytes arrive, not into a buffer sized (and zeroed) from the header
-            // first: a length read from a damaged header, or from bytes that are no header (the
-            // end of a trace without embedded symbols, read as a symbols index), can say up to
-            // 256 MiB that the file does not have.
-            self.stored.clear();
-            if (&mut self.input).take(u64::from(h.stored_len)).read_to_end(&mut self.stored)? < h.stored_len as usize {
+            if read_stored(&mut self.input, &mut self.stored, h.stored_len as usize)? < h.stored_len as usize {
                 return Ok(self.truncated(start));
             }
             self.status.offset = start + (BLOCK_HEADER_LEN + self.stored.len()) as u64;
@@ -193,6 +188,30 @@ impl<R: Read> TraceReader<R> {
     }
 }
 
+/// Bytes a block's payload is read in at most at a time.
+const READ_STEP: usize = 1 << 20;
+
+/// Reads `len` bytes into `stored` (emptied first), or as many as the input has; returns how
+/// many. The buffer grows a step of at most [`READ_STEP`] bytes at a time, as the bytes
+/// arrive, not to the length at once: a length read from a damaged header, or from bytes that
+/// are no header (the end of a trace without embedded symbols, read as a symbols index), can
+/// say up to 256 MiB that the file does not have. A block the writer made (under a step) is
+/// then one read call, where `read_to_end` made a dozen, from 32 bytes up (the map's replay
+/// reads each block with a `pread` of its own, so each was a system call).
+fn read_stored<R: Read>(r: &mut R, stored: &mut Vec<u8>, len: usize) -> io::Result<usize> {
+    stored.clear();
+    while stored.len() < len {
+        let (at, want) = (stored.len(), (len - stored.len()).min(READ_STEP));
+        stored.resize(at + want, 0);
+        let got = read_full(r, &mut stored[at..])?;
+        stored.truncate(at + got);
+        if got < want {
+            break; // the input ended
+        }
+    }
+    Ok(stored.len())
+}
+
 /// Reads until `buf` is full or the input ends; returns the bytes read.
 fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
@@ -232,6 +251,24 @@ mod tests {
             let (kind, got) = r.next_block().unwrap().expect("a block");
             assert_eq!((kind, &got), (BlockKind::Stacks, &payload), "{codec:?}");
             assert!(got.capacity() - got.len() >= PAYLOAD_SPARE, "{codec:?}: {} spare", got.capacity() - got.len());
+        }
+    }
+
+    #[test]
+    fn a_payload_longer_than_a_read_step_is_read_whole_or_reported_truncated() {
+        let payload: Vec<u8> = (0..READ_STEP * 5 / 2).map(|i| (i * 7 % 253) as u8).collect();
+        let mut w = BlockWriter::new(Vec::new()).unwrap();
+        w.codec = Codec::Raw;
+        w.write_block(BlockKind::Stacks, &payload).unwrap();
+        let bytes = std::mem::take(w.get_mut());
+        let mut r = TraceReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.next_block().unwrap(), Some((BlockKind::Stacks, payload)));
+        for cut in
+            [bytes.len() - 1, FILE_HEADER_LEN + BLOCK_HEADER_LEN + READ_STEP, FILE_HEADER_LEN + BLOCK_HEADER_LEN + 1]
+        {
+            let mut r = TraceReader::new(&bytes[..cut]).unwrap();
+            assert_eq!(r.next_block().unwrap(), None, "cut at {cut}");
+            assert_eq!(r.status().truncated_at, Some(FILE_HEADER_LEN as u64), "cut at {cut}");
         }
     }
 
