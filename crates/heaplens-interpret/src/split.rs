@@ -156,7 +156,8 @@ fn halves<V: Joinable>(
         return None;
     }
     let mut live: LiveBlocks<Block> = head_live;
-    let releases: Vec<(Release, Option<Block>)> = deferred.into_iter().map(|r| (r, live.remove(r.addr))).collect();
+    let releases: Vec<(Release, Option<Block>)> =
+        deferred.into_iter().map(|r| (r, live.remove(r.addr).copied())).collect();
     head.join(later, &releases);
     // Blocks live at the cut whose address holds a later block now were released unseen.
     let (overwritten, live): (Vec<Block>, Vec<Block>) =

@@ -280,8 +280,13 @@ impl<'v> Lifetimes<'v> {
     }
 
     fn block(&self, e: &Event, tid: u32) -> Block {
+        Lifetimes::block_of(self.clock, e, tid)
+    }
+
+    #[inline(always)]
+    fn block_of(clock: TimeMap, e: &Event, tid: u32) -> Block {
         Block {
-            ts: self.clock.to_ns(e.ts),
+            ts: clock.to_ns(e.ts),
             tid,
             addr: e.addr,
             size: e.size,
@@ -294,7 +299,7 @@ impl<'v> Lifetimes<'v> {
     fn release(&mut self, e: &Event, tid: u32, addr: u64) {
         let r = Release { ts: self.clock.to_ns(e.ts), tid, addr, op: e.op };
         match (addr != 0).then(|| self.live.remove(addr)).flatten() {
-            Some(b) => self.view.deallocation(&r, &b),
+            Some(b) => self.view.deallocation(&r, b),
             None => {
                 if let Some(d) = self.deferred.as_mut().filter(|_| addr != 0) {
                     d.push(r);
@@ -305,14 +310,15 @@ impl<'v> Lifetimes<'v> {
     }
 
     fn allocate(&mut self, e: &Event, tid: u32) {
-        let b = self.block(e, tid);
-        if b.addr == 0 {
-            return self.view.failed_allocation(&b);
+        if e.addr == 0 {
+            return self.view.failed_allocation(&self.block(e, tid));
         }
-        if let Some(old) = self.live.insert(b.addr, b) {
+        let clock = self.clock;
+        let (old, b) = self.live.insert_with(e.addr, || Lifetimes::block_of(clock, e, tid));
+        if let Some(old) = old {
             self.view.overwritten(&old);
         }
-        self.view.allocation(&b);
+        self.view.allocation(b);
     }
 }
 
