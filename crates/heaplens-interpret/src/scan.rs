@@ -14,6 +14,23 @@ use crate::merge::ondisk::BlockAt;
 use crate::progress::Progress;
 use crate::view::EventIndex;
 
+/// What a scan sums its events into ([`scan_split`]). Implementations mark `event`
+/// `#[inline(always)]`: it is then compiled into the decoding loop, where the fields it does
+/// not read are never decoded into memory (a call per event, through a closure, was a fifth of
+/// a map's first pass).
+pub trait Scanner {
+    /// Adds one event.
+    fn event(&mut self, e: &Event);
+}
+
+/// Any closure over events is a scanner.
+impl<F: FnMut(&Event) + ?Sized> Scanner for F {
+    #[inline(always)]
+    fn event(&mut self, e: &Event) {
+        self(e)
+    }
+}
+
 /// Calls `f` with every event of the trace at `path`, and returns the rest of the trace as
 /// read. Timestamps are the trace's own units: [`Trace::clock`] turns them into nanoseconds
 /// (it is known only once the file is read, and it keeps their order).
@@ -51,17 +68,16 @@ fn scan_into(path: &Path, f: &mut dyn FnMut(&Event), progress: bool) -> Result<(
 }
 
 /// [`scan_indexed`] on two processors: this thread reads the file and a second decodes
-/// payloads whenever it is free, this thread the others. Each event goes to `f` with the
-/// state of the thread that decoded it (`states[0]` here, `states[1]` there), so a view that
-/// sums over events gets two partial sums to add up; a payload's events stay together and in
-/// order, but payloads reach the two states in no set order.
+/// payloads whenever it is free, this thread the others. Each event goes to the scanner of the
+/// thread that decoded it (`states[0]` here, `states[1]` there), so a view that sums over
+/// events gets two partial sums to add up; a payload's events stay together and in order, but
+/// payloads reach the two states in no set order.
 ///
 /// # Errors
 /// As [`scan`].
-pub fn scan_split<S: Send, F: Fn(&mut S, &Event) + Sync>(
+pub fn scan_split<S: Scanner + Send>(
     path: &Path,
     states: [S; 2],
-    f: &F,
     progress: bool,
 ) -> Result<(Trace, EventIndex, [S; 2]), LoadError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -75,13 +91,13 @@ pub fn scan_split<S: Send, F: Fn(&mut S, &Event) + Sync>(
                 let mut st = theirs;
                 let mut pool = CursorPool::default();
                 for payload in rx {
-                    decode(&payload, &mut pool, &mut |e: &Event| f(&mut st, e));
+                    decode(&payload, &mut pool, &mut st);
                 }
                 st
             })
             .expect("cannot start a thread");
-        let mut g = |e: &Event| f(&mut mine, e);
-        let mut sink = Scan { f: &mut g, pool: CursorPool::default(), malformed: 0, blocks: Vec::new(), to: Some(tx) };
+        let mut sink =
+            Scan { f: &mut mine, pool: CursorPool::default(), malformed: 0, blocks: Vec::new(), to: Some(tx) };
         let loaded = Trace::load_into(path, Some(&bar), &mut sink);
         sink.to = None;
         let (malformed, blocks) = (sink.malformed, sink.blocks);
@@ -95,14 +111,14 @@ pub fn scan_split<S: Send, F: Fn(&mut S, &Event) + Sync>(
     Ok((t, EventIndex { blocks }, [mine, theirs]))
 }
 
-/// Calls `f` with the events of `payload`; whether it was malformed. Row payloads (the layout
-/// of a busy program's trace) decode straight into `f`, without a vector of events between.
-fn decode<F: FnMut(&Event) + ?Sized>(payload: &[u8], pool: &mut CursorPool, f: &mut F) -> bool {
-    struct Each<'f, F: ?Sized>(&'f mut F);
-    impl<F: FnMut(&Event) + ?Sized> crate::decode::rows::Push for Each<'_, F> {
+/// Gives `f` the events of `payload`; whether it was malformed. Row payloads (the layout of a
+/// busy program's trace) decode straight into `f`, without a vector of events between.
+fn decode<S: Scanner + ?Sized>(payload: &[u8], pool: &mut CursorPool, f: &mut S) -> bool {
+    struct Each<'f, S: ?Sized>(&'f mut S);
+    impl<S: Scanner + ?Sized> crate::decode::rows::Push for Each<'_, S> {
         #[inline(always)]
         fn push_event(&mut self, e: Event) {
-            (self.0)(&e)
+            self.0.event(&e)
         }
     }
     match crate::decode::payload::untag(payload) {
@@ -110,14 +126,14 @@ fn decode<F: FnMut(&Event) + ?Sized>(payload: &[u8], pool: &mut CursorPool, f: &
         _ => {
             let mut c = Cursor::open(payload, pool);
             while let Some(e) = c.next_event() {
-                f(&e);
+                f.event(&e);
             }
             c.close(pool)
         }
     }
 }
 
-struct Scan<'f, F: FnMut(&Event) + ?Sized> {
+struct Scan<'f, F: Scanner + ?Sized> {
     f: &'f mut F,
     pool: CursorPool,
     malformed: u64,
@@ -126,7 +142,7 @@ struct Scan<'f, F: FnMut(&Event) + ?Sized> {
     to: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
 }
 
-impl<F: FnMut(&Event) + ?Sized> Sink for Scan<'_, F> {
+impl<F: Scanner + ?Sized> Sink for Scan<'_, F> {
     fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>, offset: u64) {
         self.blocks.push(BlockAt::new(tid, offset, &payload));
         let payload = match &self.to {

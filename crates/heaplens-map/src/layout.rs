@@ -98,6 +98,7 @@ impl Layout {
 
     /// Counts a block of the window: its granules (clipped to the window's addresses), its
     /// stack's bytes, its waste. Both first passes (replay and scan) come here.
+    #[inline(always)]
     fn note(&mut self, addr: u64, usable: u64, size: u64, stack: u32) {
         let end = addr.saturating_add(usable.max(1));
         let (lo, hi) = match self.window.addresses {
@@ -173,7 +174,10 @@ impl Scanned {
         layout.dense = true;
         Scanned { layout, lo: u64::MAX, hi: 0, first_alloc: IdMap::default(), last_tid: u32::MAX }
     }
+}
 
+impl heaplens_interpret::scan::Scanner for Scanned {
+    #[inline(always)]
     fn event(&mut self, e: &Event) {
         self.lo = self.lo.min(e.ts);
         self.hi = self.hi.max(e.ts);
@@ -187,7 +191,9 @@ impl Scanned {
             *first = (*first).min(e.ts);
         }
     }
+}
 
+impl Scanned {
     /// Adds what `o` found.
     fn absorb(&mut self, o: Scanned) {
         let (l, m) = (&mut self.layout, o.layout);
@@ -233,8 +239,7 @@ impl Layout {
     > {
         debug_assert!(window.from_ns.is_none() && window.to_ns.is_none());
         let states = [Scanned::new(window, by_class), Scanned::new(window, by_class)];
-        let (trace, index, [mut s, other]) =
-            heaplens_interpret::scan::scan_split(path, states, &|s: &mut Scanned, e| s.event(e), progress)?;
+        let (trace, index, [mut s, other]) = heaplens_interpret::scan::scan_split(path, states, progress)?;
         s.absorb(other);
         let mut l = s.layout;
         for (stack, b) in std::mem::take(&mut l.dense_bytes).into_iter().enumerate().filter(|(_, b)| *b > 0) {

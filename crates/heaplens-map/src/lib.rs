@@ -159,7 +159,9 @@ pub struct Map {
 /// [`MapError::Load`] for an unreadable file, a file that is not a trace, or a trace recorded
 /// with `--aggregate` (no events to draw); [`MapError::Empty`] when no block is in the window.
 pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
+    let timing = heaplens_interpret::progress::Timing::start();
     let (layout, trace, index) = first_pass(path, o.window, o.bins == Bins::Size, o.progress)?;
+    timing.mark("first pass");
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty);
@@ -168,6 +170,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
     let axis = AddressAxis::new(layout.granules.iter().collect(), o.height as f64, 12.0);
     let (palette, legend) = palette(path, &trace, &layout, o);
+    timing.mark("palette");
 
     // The views: their labels and granules, then their sizes.
     let (labels, granules, binning): (Vec<Option<String>>, Vec<Vec<u64>>, Binning) = match o.bins {
@@ -229,6 +232,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
             (trace, p)
         }
     };
+    timing.mark("drawing pass");
     let peak_bytes = painter.occupancy.peak();
     let bar = painter.occupancy.render(compose::BAR_ROWS);
     let parts: Vec<compose::ViewPart> = painter
@@ -259,6 +263,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
         color_by: o.color_by,
     });
     let damage = damage(&trace);
+    timing.mark("composed");
     Ok(Map {
         scene,
         area,
