@@ -1,53 +1,127 @@
 //! The replay's live set: the blocks allocated and not yet released, by address. Every
-//! allocation inserts one and nearly every release removes one, so this is the pairing's cost:
-//! the hash table holds an address and an index (16 bytes a slot, where a whole
-//! [`crate::view::Block`] made slots of 56), and the blocks sit in a slab whose freed places
-//! are reused last-freed first, so that a new block lands where a block was just released, in
-//! the cache.
+//! allocation inserts one and nearly every release removes one, so this is the pairing's cost.
+//!
+//! The index is an open-addressing table of (address, slab index) slots, 16 bytes each, probed
+//! linearly from the address's Fibonacci hash and kept at most half full; a removal shifts the
+//! slots after it back instead of leaving a tombstone, so a lookup ends at the first empty
+//! slot and is mostly one slot, one cache line. (The standard library's SwissTable did the same
+//! work through group scans of control bytes: in the profile of a map of 10^8 events, pairing
+//! took 1.05 times the replay's decoding with it, 0.82 with this table.) The
+//! blocks sit in a slab whose freed places are reused last-freed first, so that a new block
+//! lands where a block was just released, in the cache.
 
-use crate::idmap::IdMap;
+/// A slot of the index: `key` 0 is empty (address 0 is kept aside, in [`LiveBlocks::zero`]).
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    key: u64,
+    at: u32,
+}
 
 /// Live blocks (of type `B`) by address.
 pub struct LiveBlocks<B> {
-    index: IdMap<u64, u32>,
+    slots: Vec<Slot>,
+    /// `slots.len() - 1` (a power of two less one).
+    mask: usize,
+    /// log2 of `slots.len()`.
+    bits: u32,
+    /// Occupied slots.
+    used: usize,
+    /// The slab index of the block at address 0, if one is live.
+    zero: Option<u32>,
     slab: Vec<B>,
     free: Vec<u32>,
 }
 
+/// Slots of a new index.
+const FIRST_BITS: u32 = 10;
+
 impl<B> Default for LiveBlocks<B> {
     fn default() -> Self {
-        LiveBlocks { index: IdMap::default(), slab: Vec::new(), free: Vec::new() }
+        LiveBlocks {
+            slots: vec![Slot::default(); 1 << FIRST_BITS],
+            mask: (1 << FIRST_BITS) - 1,
+            bits: FIRST_BITS,
+            used: 0,
+            zero: None,
+            slab: Vec::new(),
+            free: Vec::new(),
+        }
     }
 }
 
 impl<B: Copy> LiveBlocks<B> {
+    /// The slot where a probe for `key` starts: the top bits of its Fibonacci hash (addresses
+    /// are aligned, so their low bits would crowd a few slots).
+    #[inline(always)]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - self.bits)) as usize
+    }
+
+    /// The slot holding `key`, or the empty slot where it would go.
+    #[inline(always)]
+    fn find(&self, key: u64) -> (usize, bool) {
+        let mut i = self.home(key);
+        loop {
+            let k = self.slots[i].key;
+            if k == key {
+                return (i, true);
+            }
+            if k == 0 {
+                return (i, false);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// A place in the slab for a new block.
+    #[inline(always)]
+    fn place(&mut self, make: impl FnOnce() -> B) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = make();
+                i
+            }
+            None => {
+                self.slab.push(make());
+                (self.slab.len() - 1) as u32
+            }
+        }
+    }
+
     /// Makes the block `make` builds live at `addr`: the block that was live there, if any,
     /// and the new one where it now lies. The block is built once its place is found, straight
     /// into it, and a view is handed that place: a block built first and copied into the slab
-    /// waited on the stack through the hash lookup and was read back in 16-byte moves from
-    /// narrower stores, which stalled store forwarding (a third of the allocation's time in the
-    /// map's replay).
+    /// waited on the stack through the lookup and was read back in 16-byte moves from narrower
+    /// stores, which stalled store forwarding (a third of the allocation's time in the map's
+    /// replay).
     #[inline]
     pub fn insert_with(&mut self, addr: u64, make: impl FnOnce() -> B) -> (Option<B>, &B) {
-        let (old, i) = match self.index.entry(addr) {
-            std::collections::hash_map::Entry::Occupied(e) => {
-                let i = *e.get() as usize;
-                (Some(self.slab[i]), i)
-            }
-            std::collections::hash_map::Entry::Vacant(e) => match self.free.pop() {
+        if addr == 0 {
+            let old = self.zero.map(|i| self.slab[i as usize]);
+            let at = match self.zero {
                 Some(i) => {
-                    e.insert(i);
-                    (None, i as usize)
+                    self.slab[i as usize] = make();
+                    i
                 }
-                None => {
-                    e.insert(self.slab.len() as u32);
-                    self.slab.push(make());
-                    return (None, &self.slab[self.slab.len() - 1]);
-                }
-            },
-        };
-        self.slab[i] = make();
-        (old, &self.slab[i])
+                None => self.place(make),
+            };
+            self.zero = Some(at);
+            return (old, &self.slab[at as usize]);
+        }
+        let (i, found) = self.find(addr);
+        if found {
+            let at = self.slots[i].at as usize;
+            let old = self.slab[at];
+            self.slab[at] = make();
+            return (Some(old), &self.slab[at]);
+        }
+        let at = self.place(make);
+        self.slots[i] = Slot { key: addr, at };
+        self.used += 1;
+        if self.used * 2 > self.slots.len() {
+            self.grow();
+        }
+        (None, &self.slab[at as usize])
     }
 
     /// [`LiveBlocks::insert_with`] a block built already.
@@ -58,29 +132,73 @@ impl<B: Copy> LiveBlocks<B> {
     /// Ends the block live at `addr`, if any: where it lay (kept until the next insert).
     #[inline]
     pub fn remove(&mut self, addr: u64) -> Option<&B> {
-        let i = self.index.remove(&addr)?;
-        self.free.push(i);
-        Some(&self.slab[i as usize])
+        let at = if addr == 0 {
+            self.zero.take()?
+        } else {
+            let (mut hole, found) = self.find(addr);
+            if !found {
+                return None;
+            }
+            let at = self.slots[hole].at;
+            // Shift back each later slot of the run whose probe started at or before the hole.
+            let mut j = hole;
+            loop {
+                j = (j + 1) & self.mask;
+                let key = self.slots[j].key;
+                if key == 0 {
+                    break;
+                }
+                let home = self.home(key);
+                // Whether `home` lies cyclically in (hole, j]: then the slot stays.
+                let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+                if !stays {
+                    self.slots[hole] = self.slots[j];
+                    hole = j;
+                }
+            }
+            self.slots[hole].key = 0;
+            self.used -= 1;
+            at
+        };
+        self.free.push(at);
+        Some(&self.slab[at as usize])
+    }
+
+    /// Twice the slots, every key placed again.
+    #[cold]
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        self.bits += 1;
+        self.slots = vec![Slot::default(); 1 << self.bits];
+        self.mask = self.slots.len() - 1;
+        for s in old.into_iter().filter(|s| s.key != 0) {
+            let (i, _) = self.find(s.key);
+            self.slots[i] = s;
+        }
     }
 
     /// Whether a block is live at `addr`.
     pub fn contains(&self, addr: u64) -> bool {
-        self.index.contains_key(&addr)
+        if addr == 0 {
+            return self.zero.is_some();
+        }
+        self.find(addr).1
     }
 
     /// The live blocks, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = &B> + '_ {
-        self.index.values().map(|&i| &self.slab[i as usize])
+        let keyed = self.slots.iter().filter(|s| s.key != 0).map(|s| s.at);
+        self.zero.into_iter().chain(keyed).map(|at| &self.slab[at as usize])
     }
 
     /// Live blocks.
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.used + usize::from(self.zero.is_some())
     }
 
     /// Whether none is live.
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.len() == 0
     }
 }
 
@@ -104,5 +222,41 @@ mod tests {
         v.sort_unstable();
         assert_eq!(v, [(0x10, 3), (0x30, 4)]);
         assert_eq!(l.len(), 2);
+    }
+
+    /// Random inserts and removals, on addresses crowded into few slots (runs that wrap past
+    /// the table's end, removals in the middle of runs) and through growth, against a
+    /// `HashMap`.
+    #[test]
+    fn agrees_with_a_hash_map() {
+        let mut l: LiveBlocks<u64> = LiveBlocks::default();
+        let mut want = std::collections::HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..400_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Few distinct addresses early (collisions, removals), more later (growth).
+            let span = if step < 100_000 { 3000 } else { 200_000 };
+            let addr = (x >> 20) % span * 16;
+            if x.is_multiple_of(3) {
+                assert_eq!(l.remove(addr).copied(), want.remove(&addr), "remove {addr:#x} at {step}");
+            } else {
+                assert_eq!(l.insert(addr, step).0, want.insert(addr, step), "insert {addr:#x} at {step}");
+            }
+            if step % 50_000 == 0 {
+                assert_eq!(l.len(), want.len());
+                let mut got: Vec<u64> = l.values().copied().collect();
+                let mut all: Vec<u64> = want.values().copied().collect();
+                got.sort_unstable();
+                all.sort_unstable();
+                assert_eq!(got, all);
+            }
+        }
+        for (&addr, &v) in &want {
+            assert!(l.contains(addr));
+            assert_eq!(l.remove(addr), Some(&v));
+        }
+        assert!(l.is_empty() && !l.contains(16));
     }
 }
