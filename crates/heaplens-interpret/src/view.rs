@@ -195,6 +195,18 @@ pub fn replay(path: &Path, view: &mut dyn View) -> Result<Trace, LoadError> {
 /// # Errors
 /// As [`replay`].
 pub fn replay_with_progress(path: &Path, view: &mut dyn View, progress: bool) -> Result<Trace, LoadError> {
+    let (t, index) = index(path, progress)?;
+    replay_indexed(path, t, &index, view, progress)
+}
+
+/// The replay's first pass alone: the trace at `path` as read (everything but its events) and
+/// where its Events blocks lie, for one replay or more after it ([`replay_indexed`],
+/// [`crate::split::replay_split`]), with a progress bar on stderr when `progress` is true and
+/// stderr is a terminal.
+///
+/// # Errors
+/// As [`replay`].
+pub fn index(path: &Path, progress: bool) -> Result<(Trace, EventIndex), LoadError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut index = Index::default();
     let bar = Progress::bytes(progress, size, "indexing trace");
@@ -203,7 +215,7 @@ pub fn replay_with_progress(path: &Path, view: &mut dyn View, progress: bool) ->
     if t.aggregate.is_some() {
         return Err(LoadError::NoEvents { path: path.into() });
     }
-    replay_indexed(path, t, &EventIndex { blocks: index.blocks }, view, progress)
+    Ok((t, EventIndex { blocks: index.blocks }))
 }
 
 /// Where a trace's Events blocks lie, found by a pass that read the whole file anyway
@@ -211,6 +223,14 @@ pub fn replay_with_progress(path: &Path, view: &mut dyn View, progress: bool) ->
 #[derive(Debug, Default, Clone)]
 pub struct EventIndex {
     pub(crate) blocks: Vec<BlockAt>,
+}
+
+impl EventIndex {
+    /// The timestamp of the trace's first event, in the trace's units ([`Trace::clock`] turns
+    /// it into nanoseconds); `None` without events.
+    pub fn first_ts(&self) -> Option<u64> {
+        self.blocks.iter().filter_map(|b| b.first_ts).min()
+    }
 }
 
 /// The replay's second half: `trace` as a first pass read it and `index` its Events blocks.

@@ -3,6 +3,7 @@
 //! threads), for the blocks inside the window asked for.
 
 use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::split::Joinable;
 use heaplens_interpret::view::{Block, Release, View};
 use heaplens_trace::{Event, OpClass};
 use rustc_hash::FxHashSet as HashSet;
@@ -68,6 +69,13 @@ impl Layout {
             last_granule: u64::MAX,
             ..Layout::default()
         }
+    }
+
+    /// [`Layout::new`] for a replay whose first event is at `first_ts` (`CLOCK_MONOTONIC` ns),
+    /// known before it starts: the later half of a split replay ([`Joinable`]) measures its
+    /// window from there, not from its own first event.
+    pub fn starting(window: Window, by_class: bool, first_ts: Option<u64>) -> Layout {
+        Layout { first_ts, ..Layout::new(window, by_class) }
     }
 
     fn seen(&mut self, ts: u64) {
@@ -279,6 +287,40 @@ impl View for Layout {
         let end = self.last_ts;
         for b in live {
             self.block(b, end);
+        }
+    }
+}
+
+/// A replay's first pass in two halves at once ([`heaplens_interpret::split`]): the later half
+/// counts its own blocks, and the blocks live at the cut that it released are counted at the
+/// join, where their allocation is known. Both halves start from [`Layout::starting`].
+impl Joinable for Layout {
+    fn join(&mut self, later: Layout, releases: &[(Release, Option<Block>)]) {
+        self.granules.extend(later.granules);
+        for (c, g) in self.granules_by_class.iter_mut().zip(later.granules_by_class) {
+            c.extend(g);
+        }
+        for (stack, b) in later.bytes_by_stack {
+            *self.bytes_by_stack.entry(stack).or_default() += b;
+        }
+        for (stack, b) in later.byte_ns_by_stack {
+            *self.byte_ns_by_stack.entry(stack).or_default() += b;
+        }
+        for tid in later.threads {
+            if self.thread_seen.insert(tid) {
+                self.threads.push(tid);
+            }
+        }
+        if more_waste(later.waste_of, self.waste_of) {
+            self.waste_of = later.waste_of;
+        }
+        self.blocks += later.blocks;
+        self.first_ts = self.first_ts.into_iter().chain(later.first_ts).min();
+        self.last_ts = self.last_ts.max(later.last_ts);
+        for (r, b) in releases {
+            if let Some(b) = b {
+                self.block(b, r.ts);
+            }
         }
     }
 }

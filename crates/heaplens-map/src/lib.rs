@@ -35,8 +35,7 @@ use std::path::Path;
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::load::{LoadError, Trace};
 use heaplens_interpret::split::{replay_split, Half, Ran};
-use heaplens_interpret::threaded::run_threaded;
-use heaplens_interpret::view::{replay_indexed, replay_with_progress, EventIndex, View};
+use heaplens_interpret::view::{replay_indexed, EventIndex, View};
 
 use crate::axis::AddressAxis;
 pub use crate::bins::{Align, Bins};
@@ -160,7 +159,7 @@ pub struct Map {
 /// with `--aggregate` (no events to draw); [`MapError::Empty`] when no block is in the window.
 pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     let timing = heaplens_interpret::progress::Timing::start();
-    let (layout, trace, index) = first_pass(path, o.window, o.bins == Bins::Size, o.progress)?;
+    let (layout, trace, index) = first_pass(path, o.window, o.bins == Bins::Size, o.progress, o.split_min_bytes)?;
     timing.mark("first pass");
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
@@ -217,21 +216,9 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
             .collect();
         Painter::new(half, views, binning.clone(), vw, bar_width, &palette, o.color_by, (t0, t1), layout.last_ts)
     };
-    let mut halves = false;
-    let (trace, painter) = match index {
-        // Two halves of the replay drawn at once, on two processors.
-        Some(index) => {
-            let (trace, painter, ran) = replay_split(path, trace, &index, painter, o.progress, o.split_min_bytes)?;
-            halves = ran != Ran::Whole;
-            (trace, painter)
-        }
-        // The drawing overlaps the replay, on a thread of its own.
-        None => {
-            let mut p = painter(Half::Whole);
-            let trace = run_threaded(&mut p, |v| replay_with_progress(path, v, o.progress))?;
-            (trace, p)
-        }
-    };
+    // Two halves of the replay drawn at once, on two processors.
+    let (trace, painter, ran) = replay_split(path, trace, &index, painter, o.progress, o.split_min_bytes)?;
+    let halves = ran != Ran::Whole;
     timing.mark("drawing pass");
     let peak_bytes = painter.occupancy.peak();
     let bar = painter.occupancy.render(compose::BAR_ROWS);
@@ -280,35 +267,50 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
 }
 
 /// The first pass: a scan when no time window is asked for (only allocations and the span
-/// matter), else a replay (a block belongs to a window by its lifetime). A scan also notes
-/// where the events lie, so the second pass reads the file once more instead of twice.
+/// matter), else a replay in two halves at once (a block belongs to a window by its lifetime).
+/// Either notes where the events lie, so the second pass reads the file once more instead of
+/// twice. The trace's health leaves the payloads damaged part-way to the second pass to count.
 fn first_pass(
     path: &Path,
     window: Window,
     by_class: bool,
     progress: bool,
-) -> Result<(Layout, Trace, Option<EventIndex>), LoadError> {
+    min_bytes: usize,
+) -> Result<(Layout, Trace, EventIndex), LoadError> {
     if window.from_ns.is_none() && window.to_ns.is_none() {
-        let (layout, trace, index) = Layout::scan(path, window, by_class, progress)?;
-        return Ok((layout, trace, Some(index)));
+        return Layout::scan(path, window, by_class, progress);
     }
-    let mut layout = Layout::new(window, by_class);
-    let trace = replay_with_progress(path, &mut layout, progress)?;
-    Ok((layout, trace, None))
+    let (layout, trace, index, _) = replayed_layout(path, window, by_class, progress, min_bytes)?;
+    Ok((layout, trace, index))
+}
+
+/// The first pass as a replay ([`Layout`] in two halves, [`replay_split`]); also how the
+/// replay ran.
+fn replayed_layout(
+    path: &Path,
+    window: Window,
+    by_class: bool,
+    progress: bool,
+    min_bytes: usize,
+) -> Result<(Layout, Trace, EventIndex, Ran), LoadError> {
+    let (trace, index) = heaplens_interpret::view::index(path, progress)?;
+    let first_ts = index.first_ts().map(|t| trace.clock.to_ns(t));
+    let damaged = trace.health.malformed_blocks;
+    let make = |_| Layout::starting(window, by_class, first_ts);
+    let (mut trace, layout, ran) = replay_split(path, trace, &index, make, progress, min_bytes)?;
+    trace.health.malformed_blocks = damaged;
+    Ok((layout, trace, index, ran))
 }
 
 /// The second pass into `view`, after [`first_pass`].
 fn second_pass(
     path: &Path,
     trace: Trace,
-    index: Option<EventIndex>,
+    index: EventIndex,
     view: &mut dyn View,
     progress: bool,
 ) -> Result<Trace, LoadError> {
-    match index {
-        Some(index) => replay_indexed(path, trace, &index, view, progress),
-        None => replay_with_progress(path, view, progress),
-    }
+    replay_indexed(path, trace, &index, view, progress)
 }
 
 /// A drawn timeline.
@@ -332,8 +334,8 @@ pub struct TimelinePicture {
 /// # Errors
 /// As [`map_file`].
 pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, MapError> {
-    let mut layout = Layout::new(Window { addresses: None, ..o.window }, false);
-    let trace = replay_with_progress(path, &mut layout, o.progress)?;
+    let window = Window { addresses: None, ..o.window };
+    let (layout, trace, index, _) = replayed_layout(path, window, false, o.progress, o.split_min_bytes)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty);
@@ -341,8 +343,9 @@ pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, Map
     let t0 = first_ts + o.window.from_ns.unwrap_or(0);
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
     let s = sites::sites(path, &trace, &layout.byte_ns_by_stack, o.depth, o.top.min(PALETTE.len()));
-    let mut tl = timeline::Timeline::new(&s.of_stack, s.top.len(), o.width, (t0, t1));
-    replay_with_progress(path, &mut tl, o.progress)?;
+    let make = |half| timeline::Timeline::new(&s.of_stack, s.top.len(), o.width, (t0, t1), half);
+    let (trace, tl, _) = replay_split(path, trace, &index, make, o.progress, o.split_min_bytes)?;
+    let tl = tl.finish();
     let labels: Vec<String> = s.top.iter().map(|(l, _)| l.clone()).collect();
     let peak_col = (((tl.peak.1 - t0) as f64 / (t1 - t0) as f64 * o.width as f64) as usize).min(o.width - 1);
     let title = format!(
@@ -353,7 +356,7 @@ pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, Map
         title: &title,
         width: o.width,
         height: o.height,
-        columns: &tl.columns(),
+        columns: &tl.columns,
         labels: &labels,
         peak: (tl.peak.0, peak_col, tl.peak.1 - first_ts),
         at_peak: &tl.at_peak,

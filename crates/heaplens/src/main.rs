@@ -296,6 +296,10 @@ pub struct TimelineArgs {
     /// Rows of the chart (bytes).
     #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(64..=16384))]
     pub height: u64,
+    /// Events payload bytes from which each pass replays the two halves of the trace at once,
+    /// on two processors (default 4 MiB; tests set 0 to always split).
+    #[arg(long, value_name = "BYTES", hide = true)]
+    pub split_min_bytes: Option<usize>,
 }
 
 /// Arguments of `heaplens view`.

@@ -10,7 +10,12 @@ use crate::TimelineArgs;
 
 /// Runs `heaplens timeline`; like `heaplens map`, a failed picture leaves no file behind.
 pub fn execute(a: &TimelineArgs) -> anyhow::Result<()> {
-    let opts = MapOptions { width: a.width as usize, height: a.height as usize, ..options(&a.sites, &a.time, None) };
+    let opts = MapOptions {
+        width: a.width as usize,
+        height: a.height as usize,
+        split_min_bytes: a.split_min_bytes.unwrap_or(heaplens_interpret::split::MIN_BYTES),
+        ..options(&a.sites, &a.time, None)
+    };
     let t = write_to(&a.output, |file| {
         let t = timeline_file(&a.trace, &opts)?;
         let mut out = BufWriter::new(file);

@@ -249,9 +249,7 @@ fn widgets_exports_read_back_with_the_reports_numbers() {
 #[test]
 fn multi_threaded_cxx_exports_read_back_with_the_reports_numbers() {
     let dir = WorkDir::new("export-churn");
-    let exe = compile(&dir, "g++", "../bench/workloads/churn.cpp", "churn", &["-O2", "-g", "-pthread"]);
-    let trace = dir.join("churn.hltrace");
-    run_traced(&dir, &trace, &exe, &["4", "20000"]).ok("churn under heaplens");
+    let (exe, trace) = traced_churn(&dir, &["4", "20000"]);
     assert!(u(&report(&dir, &trace), "summary/threads") >= 4);
     check_all(&dir, &exe, &trace);
 }

@@ -144,9 +144,7 @@ fn tiny_blocks_show_with_antialiasing_and_vanish_without() {
 #[test]
 fn two_threads_arenas_are_bands_of_their_colours() {
     let dir = WorkDir::new("map-threads");
-    let exe = compile(&dir, "g++", "../bench/workloads/churn.cpp", "churn", &["-O2", "-g", "-lpthread"]);
-    let trace = dir.join("c.hltrace");
-    run_traced(&dir, &trace, &exe, &["2", "100000"]).ok("churn under heaplens");
+    let (_, trace) = traced_churn(&dir, &["2", "100000"]);
     let (img, (x, y, w, h), legend) = map(&dir, &trace, "c.png", &["--color", "thread", "--cushion", "none"]);
     let out = heaplens(&dir, &["map", trace.to_str().unwrap(), "-o", dir.join("c2.png").to_str().unwrap()]).ok("map");
     let ranges: usize = out
@@ -190,9 +188,7 @@ fn two_threads_arenas_are_bands_of_their_colours() {
 #[test]
 fn a_map_drawn_from_two_halves_at_once_is_the_map_drawn_in_one_pass() {
     let dir = WorkDir::new("map-halves");
-    let exe = compile(&dir, "g++", "../bench/workloads/churn.cpp", "churn", &["-O2", "-g", "-lpthread"]);
-    let trace = dir.join("c.hltrace");
-    run_traced(&dir, &trace, &exe, &["2", "100000"]).ok("churn under heaplens");
+    let (_, trace) = traced_churn(&dir, &["2", "100000"]);
     // Per size class: each view's occupancy bar is joined at the cut too.
     for args in [&["--color", "function"][..], &["--bins", "size", "--color", "lifetime"][..]] {
         let draw = |min: &str, out: &str| {
@@ -218,6 +214,33 @@ fn a_map_drawn_from_two_halves_at_once_is_the_map_drawn_in_one_pass() {
         let drawn =
             (0..whole.h).flat_map(|y| (0..whole.w).map(move |x| (x, y))).filter(|&(x, y)| whole.at(x, y) != WHITE);
         assert!(drawn.count() > 100_000, "the picture is not empty");
+    }
+}
+
+/// The timeline's two passes each replay two halves at once; the chart, its peak and the
+/// peak's holders are those of the one-thread replays, with and without a time window.
+#[test]
+fn a_timeline_from_two_halves_at_once_is_the_timeline_from_one_pass() {
+    let dir = WorkDir::new("timeline-halves");
+    let (_, trace) = traced_churn(&dir, &["2", "100000"]);
+    let first_ns = |o: &str| -> u64 {
+        o.split("in use at ").nth(1).and_then(|s| s.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    for window in [&[][..], &["--from", "20ms", "--to", "40ms"][..]] {
+        let chart = |min: &str, out: &str| {
+            let svg = dir.join(out);
+            let mut all =
+                vec!["timeline", trace.to_str().unwrap(), "-o", svg.to_str().unwrap(), "--split-min-bytes", min];
+            all.extend_from_slice(window);
+            let o = heaplens(&dir, &all).ok("heaplens timeline");
+            (std::fs::read_to_string(&svg).unwrap(), o.stderr.replace(svg.to_str().unwrap(), ""))
+        };
+        let (split, said) = chart("0", "split.svg");
+        let (whole, said_whole) = chart("18446744073709551615", "whole.svg");
+        assert_eq!(said, said_whole, "{window:?}: the same peak and holders");
+        assert!(first_ns(&said) > 0, "{said}");
+        assert_eq!(split, whole, "{window:?}: the same chart");
+        assert!(split.contains("data:image/png;base64,"), "the chart is drawn");
     }
 }
 

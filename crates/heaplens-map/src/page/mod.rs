@@ -19,6 +19,7 @@ use serde_json::json;
 use crate::axis::AddressAxis;
 use crate::color::{hex, PALETTE};
 use crate::{sites, timeline, MapError, MapOptions};
+use heaplens_interpret::split::Half;
 
 /// Columns of the precomputed occupancy and heap-over-time series.
 const SERIES_COLUMNS: usize = 2000;
@@ -57,7 +58,8 @@ pub enum PageError {
 /// # Errors
 /// [`PageError::Map`] as [`crate::map_file`]; [`PageError::TooManyBlocks`] past `max_blocks`.
 pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras) -> Result<Page, PageError> {
-    let (layout, trace, index) = crate::first_pass(path, o.window, false, o.progress).map_err(MapError::from)?;
+    let (layout, trace, index) =
+        crate::first_pass(path, o.window, false, o.progress, o.split_min_bytes).map_err(MapError::from)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty.into());
@@ -72,7 +74,7 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
     let s = sites::sites(path, &trace, &layout.bytes_by_stack, o.depth, o.top.min(PALETTE.len()));
 
     let mut blocks = collect::Blocks::new((t0, t1), o.window.addresses, layout.last_ts, max_blocks);
-    let mut tl = timeline::Timeline::new(&s.of_stack, s.top.len(), SERIES_COLUMNS, (t0, t1));
+    let mut tl = timeline::Timeline::new(&s.of_stack, s.top.len(), SERIES_COLUMNS, (t0, t1), Half::Whole);
     let trace =
         crate::second_pass(path, trace, index, &mut (&mut blocks, &mut tl), o.progress).map_err(MapError::from)?;
     if blocks.overflow {
@@ -98,7 +100,8 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
             None => tid.to_string(),
         })
         .collect();
-    let columns = tl.columns();
+    let tl = tl.finish();
+    let columns = &tl.columns;
     let meta = json!({
         "title": trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.clone()),
         "span_ns": (t1 - t0) as f64,

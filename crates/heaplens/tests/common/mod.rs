@@ -287,7 +287,6 @@ pub fn compile(dir: &WorkDir, compiler: &str, src: &str, out: &str, flags: &[&st
 /// DWARF CFI), with debug info.
 pub const C_FLAGS: &[&str] = &["-O2", "-fomit-frame-pointer", "-g"];
 
-/// Compiles a C example with [`C_FLAGS`] plus `extra`.
 /// The widgets example (`examples/widgets.c`) compiled in `dir` and run under `heaplens run`
 /// with `args` (its widget count): the binary and the trace, `widgets.hltrace`.
 pub fn traced_widgets(dir: &WorkDir, args: &[&str]) -> (PathBuf, PathBuf) {
@@ -297,6 +296,17 @@ pub fn traced_widgets(dir: &WorkDir, args: &[&str]) -> (PathBuf, PathBuf) {
     (exe, trace)
 }
 
+/// The benchmark's C++ churn (`bench/workloads/churn.cpp`) compiled in `dir` and run under
+/// `heaplens run` with `args` (threads, allocations): the binary and the trace,
+/// `churn.hltrace`.
+pub fn traced_churn(dir: &WorkDir, args: &[&str]) -> (PathBuf, PathBuf) {
+    let exe = compile(dir, "g++", "../bench/workloads/churn.cpp", "churn", &["-O2", "-g", "-pthread"]);
+    let trace = dir.join("churn.hltrace");
+    run_traced(dir, &trace, &exe, args).ok("churn under heaplens");
+    (exe, trace)
+}
+
+/// Compiles a C example with [`C_FLAGS`] plus `extra`.
 pub fn compile_c(dir: &WorkDir, src: &str, extra: &[&str]) -> PathBuf {
     let mut flags: Vec<&str> = C_FLAGS.to_vec();
     flags.extend_from_slice(extra);
