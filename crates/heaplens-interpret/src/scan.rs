@@ -15,9 +15,9 @@ use crate::progress::Progress;
 use crate::view::EventIndex;
 
 /// What a scan sums its events into ([`scan_split`]). Implementations mark `event`
-/// `#[inline(always)]`: it is then compiled into the decoding loop, where the fields it does
-/// not read are never decoded into memory (a call per event, through a closure, was a fifth of
-/// a map's first pass).
+/// `#[inline(always)]`: it is then compiled into the decoding loop, and the event's fields stay
+/// in registers. Called per event through a closure, it was not inlined, and a map's first pass
+/// took 1.56 times the drawing replay's decoding instead of 1.10 (a profile of 10^8 events).
 pub trait Scanner {
     /// Adds one event.
     fn event(&mut self, e: &Event);

@@ -280,26 +280,24 @@ fn first_pass(
     if window.from_ns.is_none() && window.to_ns.is_none() {
         return Layout::scan(path, window, by_class, progress);
     }
-    let (layout, trace, index, _) = replayed_layout(path, window, by_class, progress, min_bytes)?;
-    Ok((layout, trace, index))
+    replayed_layout(path, window, by_class, progress, min_bytes)
 }
 
-/// The first pass as a replay ([`Layout`] in two halves, [`replay_split`]); also how the
-/// replay ran.
+/// The first pass as a replay ([`Layout`] in two halves, [`replay_split`]).
 fn replayed_layout(
     path: &Path,
     window: Window,
     by_class: bool,
     progress: bool,
     min_bytes: usize,
-) -> Result<(Layout, Trace, EventIndex, Ran), LoadError> {
+) -> Result<(Layout, Trace, EventIndex), LoadError> {
     let (trace, index) = heaplens_interpret::view::index(path, progress)?;
     let first_ts = index.first_ts().map(|t| trace.clock.to_ns(t));
     let damaged = trace.health.malformed_blocks;
     let make = |_| Layout::starting(window, by_class, first_ts);
-    let (mut trace, layout, ran) = replay_split(path, trace, &index, make, progress, min_bytes)?;
+    let (mut trace, layout, _) = replay_split(path, trace, &index, make, progress, min_bytes)?;
     trace.health.malformed_blocks = damaged;
-    Ok((layout, trace, index, ran))
+    Ok((layout, trace, index))
 }
 
 /// The second pass into `view`, after [`first_pass`].
@@ -335,7 +333,7 @@ pub struct TimelinePicture {
 /// As [`map_file`].
 pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, MapError> {
     let window = Window { addresses: None, ..o.window };
-    let (layout, trace, index, _) = replayed_layout(path, window, false, o.progress, o.split_min_bytes)?;
+    let (layout, trace, index) = replayed_layout(path, window, false, o.progress, o.split_min_bytes)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty);
