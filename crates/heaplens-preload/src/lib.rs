@@ -47,6 +47,7 @@ pub mod real;
 pub mod record;
 pub mod resolve;
 pub mod sampling;
+pub mod stats;
 pub mod sysalloc;
 pub mod thread;
 pub mod tls;

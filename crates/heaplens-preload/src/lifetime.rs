@@ -7,9 +7,7 @@
 //! as the caller left them, so variadic calls (`execl`) and the forced unwinding of
 //! `pthread_exit` pass through untouched.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
-use crate::{output, tls};
+use crate::{output, procinfo, tls};
 
 extern "C" {
     fn hl_execve();
@@ -62,35 +60,8 @@ pub extern "C" fn heaplens_before_exec() {
     let _ = std::panic::catch_unwind(|| output::checkpoint(output::Checkpoint::Exec));
 }
 
-/// Whether the main thread left with `pthread_exit`.
-static MAIN_EXITED: AtomicBool = AtomicBool::new(false);
-
 /// Called when the main thread calls `pthread_exit`.
 #[no_mangle]
 pub extern "C" fn heaplens_main_thread_exit() {
-    MAIN_EXITED.store(true, Ordering::Release);
-}
-
-/// True when the main thread has left with `pthread_exit` and no thread of the process but the
-/// caller is still running: the program's last thread has ended. Reads `/proc/self/task` (only
-/// once the main thread has left).
-pub fn only_monitor_left() -> bool {
-    if !MAIN_EXITED.load(Ordering::Acquire) {
-        return false;
-    }
-    let me = crate::procinfo::gettid();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
-    for t in tasks.flatten() {
-        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        if tid == me {
-            continue;
-        }
-        // The main thread stays a zombie until the whole process ends: it does not count.
-        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
-        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-        if !matches!(state, Some('Z' | 'X')) {
-            return false;
-        }
-    }
-    true
+    procinfo::main_thread_exited();
 }

@@ -285,7 +285,7 @@ fn writer_loop() {
         }
         write_pending();
         WRITER_CPU_NS.store(procinfo::thread_cpu_ns(), Ordering::Relaxed);
-        if crate::lifetime::only_monitor_left() {
+        if procinfo::only_monitor_left() {
             // The program's last thread ended (its main thread called pthread_exit): glibc
             // would now exit(0) but counts this thread as the program's. Do it for it; the
             // program's exit handlers run here, recorded as this thread's.
@@ -443,12 +443,12 @@ pub fn checkpoint(why: Checkpoint) {
             let st = unsafe { &*(p as *const thread::ThreadState) };
             thread_name(st.tid);
             if why != Checkpoint::Exec {
-                crate::record::add_stats(&st.stats());
+                crate::stats::add_stats(&st.stats());
             }
         }
     }
     if crate::config().stats && why != Checkpoint::Exec {
-        crate::record::print_stats();
+        crate::stats::print_stats();
     }
     if why != Checkpoint::Signal {
         module_changes(&modules::refresh(procinfo::now_ns()));

@@ -193,6 +193,38 @@ fn parse_range(line: &[u8]) -> Option<Range<u64>> {
     Some(u64::from_str_radix(a, 16).ok()?..u64::from_str_radix(b, 16).ok()?)
 }
 
+/// Whether the main thread left with `pthread_exit`.
+static MAIN_EXITED: AtomicBool = AtomicBool::new(false);
+
+/// Notes that the main thread left with `pthread_exit` (see `lifetime.rs`).
+pub fn main_thread_exited() {
+    MAIN_EXITED.store(true, Ordering::Release);
+}
+
+/// True when the main thread has left with `pthread_exit` and no thread of the process but the
+/// caller is still running: the program's last thread has ended. Reads `/proc/self/task` (only
+/// once the main thread has left).
+pub fn only_monitor_left() -> bool {
+    if !MAIN_EXITED.load(Ordering::Acquire) {
+        return false;
+    }
+    let me = gettid();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if tid == me {
+            continue;
+        }
+        // The main thread stays a zombie until the whole process ends: it does not count.
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
+        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        if !matches!(state, Some('Z' | 'X')) {
+            return false;
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -3,8 +3,9 @@
 //! buffer out under the state's lock ([`OwnerLock`]), which its owner finds free but for those
 //! rare moments.
 
+use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use heaplens_trace::event::MAX_EVENT_LEN;
@@ -12,7 +13,7 @@ use heaplens_trace::EventEncoder;
 
 use crate::intern::NodeCache;
 use crate::owner_lock::OwnerLock;
-use crate::{output, procinfo, resolve, tls, unwind};
+use crate::{modules, output, procinfo, resolve, tls, unwind};
 
 /// Bytes of events a thread collects before handing them to the writer, at least: a buffer
 /// holds at least two events with stacks of `max_frames` new frames.
@@ -40,7 +41,7 @@ pub struct ThreadState {
     /// check the incremental walk on the very same calls (see [`ThreadState::capture`]).
     check: Option<Box<unwind::Walker>>,
     /// Capture counters.
-    pub stats: crate::record::Stats,
+    pub stats: crate::stats::Stats,
     /// Counters of the aggregated mode (unused otherwise).
     agg: crate::aggregate::Counters,
     /// This thread's stack, bounding the unwinder's reads.
@@ -192,7 +193,7 @@ impl ThreadState {
     #[inline(always)]
     pub fn capture(&mut self, caller: &unwind::Caller) -> unwind::Capture {
         let mut c = self.walker.capture(&self.stack, caller);
-        if c.unknown_code && crate::record::modules_changed() {
+        if c.unknown_code && modules_changed() {
             // The first walk moved the chains in ways no command will replay: start afresh.
             self.walker.forget();
             c = self.walker.capture(&self.stack, caller);
@@ -225,9 +226,9 @@ impl ThreadState {
     }
 
     /// This thread's capture counters, with its unwind-rule cache's.
-    pub fn stats(&self) -> crate::record::Stats {
+    pub fn stats(&self) -> crate::stats::Stats {
         let c = self.walker.rule_cache_stats();
-        crate::record::Stats {
+        crate::stats::Stats {
             rule_hits: c.hit_count,
             rule_misses: c.miss_empty_slot_count,
             rule_conflicts: c.miss_wrong_address_count + c.miss_wrong_modules_count,
@@ -347,7 +348,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     LIVE.fetch_sub(1, Ordering::Relaxed);
     let state = &mut *st;
     state.flush();
-    crate::record::add_stats(&state.stats());
+    crate::stats::add_stats(&state.stats());
     crate::aggregate::retire(&state.agg);
     output::thread_name(state.tid);
     let slot = tls::slot();
@@ -363,4 +364,25 @@ pub fn flush_all() {
         // SAFETY: registered states stay alive until removed under this lock.
         unsafe { (*(p as *mut ThreadState)).flush() };
     }
+}
+
+static LAST_ADDS: AtomicU64 = AtomicU64::new(0);
+
+/// The walk stopped in unknown code: if the loader has mapped something since we last looked
+/// (a dlopen), refresh the module map. Returns whether anything changed.
+#[cold]
+fn modules_changed() -> bool {
+    unsafe extern "C" fn adds(info: *mut libc::dl_phdr_info, _: usize, out: *mut c_void) -> i32 {
+        *(out as *mut u64) = (*info).dlpi_adds;
+        1
+    }
+    let mut now = 0u64;
+    // SAFETY: the callback writes one u64 we own.
+    unsafe { libc::dl_iterate_phdr(Some(adds), (&mut now as *mut u64).cast()) };
+    if LAST_ADDS.swap(now, Ordering::AcqRel) == now {
+        return false;
+    }
+    let changes = modules::refresh(procinfo::now_ns());
+    output::module_changes(&changes);
+    !changes.is_empty()
 }
