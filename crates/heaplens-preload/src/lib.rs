@@ -43,6 +43,7 @@ pub mod output;
 pub mod owner_lock;
 pub mod pools;
 pub mod procinfo;
+pub mod queue;
 pub mod real;
 pub mod record;
 pub mod resolve;
@@ -239,7 +240,7 @@ fn start() {
         *t = Some(intern::Trie::new());
     }
     let changes = modules::refresh(process.start_mono_ns);
-    output::module_changes(&changes);
+    queue::module_changes(&changes);
     thread::init_key();
     owner_lock::init();
     // Who interns stacks: `HEAPLENS_INTERN=thread` or `writer` forces one (for tests and tuning).

@@ -6,15 +6,15 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use heaplens_trace::record::EndRecord;
-use heaplens_trace::{BlockKind, BlockWriter, Codec, ColumnEncoder, ModuleRecord, ProcessRecord, ThreadName};
+use heaplens_trace::{BlockKind, BlockWriter, Codec, ColumnEncoder, ModuleRecord, ProcessRecord};
 
 use crate::activity::Activity;
 use crate::trace_file::TraceFile;
-use crate::{intern, modules, procinfo, resolve, thread, tls};
+use crate::{intern, modules, procinfo, queue, resolve, thread, tls};
 
 /// The open trace, and where it is.
 pub struct Sink {
@@ -31,13 +31,6 @@ pub struct Sink {
 }
 
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
-/// Filled thread buffers: (buffer, bytes used, whose stacks are commands to resolve).
-type Queue = Vec<(Box<[u8]>, usize, bool)>;
-static QUEUE: Mutex<Queue> = Mutex::new(Vec::new());
-static WAKE: Condvar = Condvar::new();
-static POOL: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
-/// Non-event blocks waiting to be written (modules, thread names).
-static EXTRA: Mutex<Vec<(BlockKind, Vec<u8>)>> = Mutex::new(Vec::new());
 static WRITER_RUNNING: AtomicBool = AtomicBool::new(false);
 /// Whether events are written as columns: 0 while the writer has a processor to itself
 /// ([`thread::spare_processor`]), 1 never, 2 always.
@@ -68,37 +61,23 @@ const SATURATED_CODEC: Codec = Codec::Lz4;
 const GROUP_BYTES: usize = 1 << 20;
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// An empty event buffer of [`thread::buffer_bytes`].
-pub fn take_buffer() -> Box<[u8]> {
-    POOL.lock()
-        .ok()
-        .and_then(|mut p| p.pop())
-        .unwrap_or_else(|| vec![0u8; thread::buffer_bytes(crate::config().max_frames)].into_boxed_slice())
-}
-
 /// Buffers queued beyond which the threads that fill them write them out themselves: with more
 /// busy threads than cores the writer thread alone falls behind, and the queue (memory) grows.
 const HIGH_WATER: usize = 16;
 
-/// Queues `len` bytes of `buf` (one Events payload, whose stacks are commands when
-/// `deferred`, see [`resolve`]) for writing. Returns true when the backlog is so long that the
-/// caller should help: call [`write_pending`] once it holds no lock.
-pub fn submit(buf: Box<[u8]>, len: usize, deferred: bool) -> bool {
-    let mut backlog = 0;
-    if let Ok(mut q) = QUEUE.lock() {
-        q.push((buf, len, deferred));
-        backlog = q.len();
-        drop(q);
-        if backlog >= 4 {
-            WAKE.notify_one();
-        }
-    }
+/// After a program's thread queued a filled buffer ([`queue::submit`], `backlog` buffers now
+/// queued) and let go of its state's lock: starts the writer thread if the trace needs it, and
+/// writes the backlog out on the caller's thread when there is no writer, or when the backlog
+/// is so long that the writer alone falls behind.
+pub fn handed_over(backlog: usize) {
     if !writer_needed() {
         // No writer thread (see [`writer_needed`]): the caller writes its buffer out itself.
-        return true;
+        return write_pending();
     }
     ensure_writer();
-    backlog >= HIGH_WATER
+    if backlog >= HIGH_WATER {
+        write_pending();
+    }
 }
 
 /// Whether the trace needs the writer thread. While sampling, a program that has only its one
@@ -136,7 +115,7 @@ pub fn sampled() {
     if now.saturating_sub(LAST_SELF_SWEEP.load(Ordering::Relaxed)) >= SELF_SWEEP_NS {
         LAST_SELF_SWEEP.store(now, Ordering::Relaxed);
         thread::flush_all();
-        extra(BlockKind::Clock, procinfo::clock_sync().encode());
+        queue::extra(BlockKind::Clock, procinfo::clock_sync().encode());
         write_pending();
     }
 }
@@ -144,26 +123,6 @@ pub fn sampled() {
 /// How often partly filled buffers are written out, in nanoseconds: what a process killed with
 /// SIGKILL loses at most.
 const SWEEP_NS: u64 = 10_000_000;
-
-/// Queues a non-event block.
-pub fn extra(kind: BlockKind, payload: Vec<u8>) {
-    if let Ok(mut e) = EXTRA.lock() {
-        e.push((kind, payload));
-    }
-}
-
-/// Queues the name of thread `tid`.
-pub fn thread_name(tid: u32) {
-    let name = procinfo::thread_name(tid);
-    extra(BlockKind::ThreadName, ThreadName { tid, name }.encode());
-}
-
-/// Queues module changes.
-pub fn module_changes(changes: &[ModuleRecord]) {
-    if !changes.is_empty() {
-        extra(BlockKind::Modules, ModuleRecord::encode_all(changes));
-    }
-}
 
 /// Creates the trace at `path`, or when it already exists (an exec'd or forked process of the
 /// same run) at `path.PID`, then `path.PID.N`. Writes the file header and the Process block.
@@ -263,8 +222,8 @@ fn writer_loop() {
     let mut last_clock = 0;
     let wait = if crate::cpu_only() { SAMPLES_SWEEP_NS } else { SWEEP_NS };
     while crate::trace_open() {
-        if let Ok(q) = QUEUE.lock() {
-            let _ = WAKE.wait_timeout(q, Duration::from_nanos(wait));
+        if let Ok(q) = queue::QUEUE.lock() {
+            let _ = queue::WAKE.wait_timeout(q, Duration::from_nanos(wait));
         }
         if !crate::trace_open() {
             break;
@@ -277,10 +236,10 @@ fn writer_loop() {
         // Pairs of clock readings let readers measure the TSC rate even if the process is
         // killed early on (a few bytes every 50 ms).
         if now - last_clock >= CLOCK_NS {
-            extra(BlockKind::Clock, procinfo::clock_sync().encode());
+            queue::extra(BlockKind::Clock, procinfo::clock_sync().encode());
             last_clock = now;
             if crate::aggregate::enabled() && path().is_some_and(|p| crate::aggregate::snapshot_wanted(&p)) {
-                extra(BlockKind::Aggregate, aggregate_snapshot());
+                queue::extra(BlockKind::Aggregate, aggregate_snapshot());
             }
         }
         write_pending();
@@ -320,8 +279,8 @@ impl Payload {
 pub fn write_pending() {
     let Ok(mut trie_lock) = intern::TRIE.lock() else { return };
     let trie = trie_lock.get_or_insert_with(intern::Trie::new);
-    let buffers = QUEUE.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default();
-    let extras = EXTRA.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
+    let buffers = queue::QUEUE.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default();
+    let extras = queue::EXTRA.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
     let mut events = Vec::with_capacity(buffers.len());
     let mut pool = Vec::with_capacity(buffers.len());
     if !buffers.is_empty() {
@@ -409,7 +368,7 @@ pub fn write_pending() {
         *sink = None;
     }
     drop(sink);
-    if let Ok(mut p) = POOL.lock() {
+    if let Ok(mut p) = queue::POOL.lock() {
         if p.len() < 64 {
             p.extend(pool);
         }
@@ -441,7 +400,7 @@ pub fn checkpoint(why: Checkpoint) {
         for &p in r.iter() {
             // SAFETY: registered states are alive while registered.
             let st = unsafe { &*(p as *const thread::ThreadState) };
-            thread_name(st.tid);
+            queue::thread_name(st.tid);
             if why != Checkpoint::Exec {
                 crate::stats::add_stats(&st.stats());
             }
@@ -451,11 +410,11 @@ pub fn checkpoint(why: Checkpoint) {
         crate::stats::print_stats();
     }
     if why != Checkpoint::Signal {
-        module_changes(&modules::refresh(procinfo::now_ns()));
+        queue::module_changes(&modules::refresh(procinfo::now_ns()));
     }
-    extra(BlockKind::Clock, procinfo::clock_sync().encode());
+    queue::extra(BlockKind::Clock, procinfo::clock_sync().encode());
     if crate::aggregate::enabled() {
-        extra(BlockKind::Aggregate, aggregate_snapshot());
+        queue::extra(BlockKind::Aggregate, aggregate_snapshot());
     }
     write_pending();
     let nodes = intern::TRIE.lock().ok().and_then(|t| t.as_ref().map(|t| t.nodes)).unwrap_or(0);
@@ -498,7 +457,7 @@ pub fn path() -> Option<PathBuf> {
 pub struct ForkLocks {
     _trie: MutexGuard<'static, Option<intern::Trie>>,
     _registry: MutexGuard<'static, Vec<usize>>,
-    _queue: MutexGuard<'static, Queue>,
+    _queue: MutexGuard<'static, queue::Queue>,
     _pool: MutexGuard<'static, Vec<Box<[u8]>>>,
     _extra: MutexGuard<'static, Vec<(BlockKind, Vec<u8>)>>,
     _sink: MutexGuard<'static, Option<Sink>>,
@@ -509,9 +468,9 @@ pub fn lock_for_fork() -> Option<ForkLocks> {
     Some(ForkLocks {
         _trie: intern::TRIE.lock().ok()?,
         _registry: thread::REGISTRY.lock().ok()?,
-        _queue: QUEUE.lock().ok()?,
-        _pool: POOL.lock().ok()?,
-        _extra: EXTRA.lock().ok()?,
+        _queue: queue::QUEUE.lock().ok()?,
+        _pool: queue::POOL.lock().ok()?,
+        _extra: queue::EXTRA.lock().ok()?,
         _sink: SINK.lock().ok()?,
     })
 }
@@ -532,8 +491,8 @@ pub fn restart_in_child(process: &ProcessRecord, me: usize) {
         // The parent's file stays open in the parent; the child's copy of it is just closed.
         *s = None;
     }
-    QUEUE.lock().map(|mut q| q.clear()).ok();
-    EXTRA.lock().map(|mut e| e.clear()).ok();
+    queue::QUEUE.lock().map(|mut q| q.clear()).ok();
+    queue::EXTRA.lock().map(|mut e| e.clear()).ok();
     if let Ok(mut t) = intern::TRIE.lock() {
         *t = Some(intern::Trie::new());
         if let Ok(mut m) = resolve::MIRRORS.lock() {

@@ -59,7 +59,7 @@ impl Pools {
             let i = self.next.min(MAX_POOLS - 1);
             self.next += 1;
             let frame = POOL_FRAMES + i * FRAME_SPAN + FRAME_SPAN / 2;
-            crate::output::module_changes(&[module(frame, &format!("{handle:#x}"))]);
+            crate::queue::module_changes(&[module(frame, &format!("{handle:#x}"))]);
             self.by_handle.insert(handle, Pool { frame, live: HashSet::default() });
         }
         self.by_handle.get_mut(&handle).expect("just inserted")
@@ -84,7 +84,7 @@ pub fn released(handle: u64, addr: u64) {
 pub fn name(handle: u64, name: &str) {
     with(|p| {
         let frame = p.get(handle).frame;
-        crate::output::module_changes(&[module(frame, name)]);
+        crate::queue::module_changes(&[module(frame, name)]);
     });
 }
 

@@ -72,10 +72,13 @@ pub unsafe fn alloc_usable(
             });
             return;
         }
-        t.push_with_stack(&caller, leaf, |b, pos, e| {
+        let queued = t.push_with_stack(&caller, leaf, |b, pos, e| {
             let ts = procinfo::now_ticks();
             e.alloc_unterminated(b, pos, op, ts, p as u64, size as u64, usable as u64)
         });
+        if let Some(backlog) = queued {
+            output::handed_over(backlog);
+        }
         if sampling::enabled() {
             output::sampled();
         }
@@ -141,10 +144,13 @@ pub unsafe fn realloc_usable(
             });
             return;
         }
-        t.push_with_stack(&caller, None, |b, pos, e| {
+        let queued = t.push_with_stack(&caller, None, |b, pos, e| {
             let ts = procinfo::now_ticks();
             e.realloc_unterminated(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64)
         });
+        if let Some(backlog) = queued {
+            output::handed_over(backlog);
+        }
         if sampling::enabled() {
             output::sampled();
         }
@@ -168,6 +174,8 @@ pub fn dealloc(op: Op, p: *mut c_void) {
             return;
         }
         let ts = procinfo::now_ticks();
-        t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64));
+        if let Some(backlog) = t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64)) {
+            output::handed_over(backlog);
+        }
     });
 }

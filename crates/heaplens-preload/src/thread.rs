@@ -13,7 +13,7 @@ use heaplens_trace::EventEncoder;
 
 use crate::intern::NodeCache;
 use crate::owner_lock::OwnerLock;
-use crate::{modules, output, procinfo, resolve, tls, unwind};
+use crate::{modules, procinfo, queue, resolve, tls, unwind};
 
 /// Bytes of events a thread collects before handing them to the writer, at least: a buffer
 /// holds at least two events with stacks of `max_frames` new frames.
@@ -95,7 +95,7 @@ impl ThreadState {
         let mut s = Self {
             lock: OwnerLock::default(),
             tid: procinfo::gettid(),
-            buf: output::take_buffer(),
+            buf: queue::take_buffer(buffer_bytes(max_frames)),
             pos: 0,
             header: 0,
             enc: EventEncoder::default(),
@@ -131,39 +131,43 @@ impl ThreadState {
     }
 
     /// Hands the filled buffer to the writer and starts a new one. Caller holds the lock.
-    /// Returns true when the writer is behind (see [`output::submit`]).
-    fn rotate(&mut self) -> bool {
-        let mut behind = false;
+    /// Returns the buffers queued now, when it queued one.
+    fn rotate(&mut self) -> Option<usize> {
+        let mut queued = None;
         if self.has_events() {
-            let full = std::mem::replace(&mut self.buf, output::take_buffer());
-            behind = output::submit(full, self.pos, self.deferred);
+            let fresh = queue::take_buffer(self.buf.len());
+            let full = std::mem::replace(&mut self.buf, fresh);
+            queued = Some(queue::submit(full, self.pos, self.deferred));
         }
         self.begin();
-        behind
+        queued
     }
 
     /// Appends one event through `encode`, which gets the buffer, the position and the encoder.
+    /// Returns the buffers queued when it handed a filled one over: the caller then tells the
+    /// writer, with no lock held ([`crate::output::handed_over`]).
     #[inline(always)]
-    pub fn push(&mut self, encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder)) {
+    #[must_use]
+    pub fn push(&mut self, encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder)) -> Option<usize> {
         self.lock.enter();
-        let behind = self.pos + MAX_EVENT_LEN > self.buf.len() && self.rotate();
+        let queued = if self.pos + MAX_EVENT_LEN > self.buf.len() { self.rotate() } else { None };
         encode(&mut self.buf, &mut self.pos, &mut self.enc);
         self.lock.leave();
-        if behind {
-            output::write_pending();
-        }
+        queued
     }
 
     /// Captures the stack of the program's call and appends an allocation event through
     /// `encode`, which leaves out the final stack field; this appends it: the stack id, or
-    /// the capture's command for the writer to resolve (see [`resolve`]).
+    /// the capture's command for the writer to resolve (see [`resolve`]). Returns as
+    /// [`ThreadState::push`].
     #[inline(always)]
+    #[must_use]
     pub fn push_with_stack(
         &mut self,
         caller: &unwind::Caller,
         leaf: Option<u64>,
         encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder),
-    ) {
+    ) -> Option<usize> {
         let deferred = defer_stacks();
         let switch = deferred != self.deferred;
         if switch {
@@ -175,7 +179,7 @@ impl ThreadState {
         self.lock.enter();
         let need = MAX_EVENT_LEN + resolve::command_len(c.depth - c.keep);
         // A buffer holds one kind of stack field.
-        let behind = (switch || self.pos + need > self.buf.len()) && self.rotate();
+        let queued = if switch || self.pos + need > self.buf.len() { self.rotate() } else { None };
         self.deferred = deferred;
         encode(&mut self.buf, &mut self.pos, &mut self.enc);
         if deferred {
@@ -184,9 +188,7 @@ impl ThreadState {
             heaplens_trace::varint::put_at(&mut self.buf, &mut self.pos, node.into());
         }
         self.lock.leave();
-        if behind {
-            output::write_pending();
-        }
+        queued
     }
 
     /// Captures the stack of the program's call into the allocator (see [`unwind::Walker`]).
@@ -350,7 +352,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     state.flush();
     crate::stats::add_stats(&state.stats());
     crate::aggregate::retire(&state.agg);
-    output::thread_name(state.tid);
+    queue::thread_name(state.tid);
     let slot = tls::slot();
     slot.thread = std::ptr::null_mut();
     slot.dead = 1;
@@ -383,6 +385,6 @@ fn modules_changed() -> bool {
         return false;
     }
     let changes = modules::refresh(procinfo::now_ns());
-    output::module_changes(&changes);
+    queue::module_changes(&changes);
     !changes.is_empty()
 }
