@@ -10,12 +10,18 @@
 //! blocks sit in a slab whose freed places are reused last-freed first, so that a new block
 //! lands where a block was just released, in the cache.
 
-/// A slot of the index: `key` 0 is empty (address 0 is kept aside, in [`LiveBlocks::zero`]).
-#[derive(Clone, Copy, Default)]
+/// A slot of the index: `key` [`EMPTY`] when free.
+#[derive(Clone, Copy)]
 struct Slot {
     key: u64,
     at: u32,
 }
+
+/// The key of a free slot: no block starts at the last byte of the address space.
+const EMPTY: u64 = u64::MAX;
+
+/// A free slot.
+const FREE: Slot = Slot { key: EMPTY, at: 0 };
 
 /// Live blocks (of type `B`) by address.
 pub struct LiveBlocks<B> {
@@ -26,8 +32,6 @@ pub struct LiveBlocks<B> {
     bits: u32,
     /// Occupied slots.
     used: usize,
-    /// The slab index of the block at address 0, if one is live.
-    zero: Option<u32>,
     slab: Vec<B>,
     free: Vec<u32>,
 }
@@ -38,11 +42,10 @@ const FIRST_BITS: u32 = 10;
 impl<B> Default for LiveBlocks<B> {
     fn default() -> Self {
         LiveBlocks {
-            slots: vec![Slot::default(); 1 << FIRST_BITS],
+            slots: vec![FREE; 1 << FIRST_BITS],
             mask: (1 << FIRST_BITS) - 1,
             bits: FIRST_BITS,
             used: 0,
-            zero: None,
             slab: Vec::new(),
             free: Vec::new(),
         }
@@ -66,7 +69,7 @@ impl<B: Copy> LiveBlocks<B> {
             if k == key {
                 return (i, true);
             }
-            if k == 0 {
+            if k == EMPTY {
                 return (i, false);
             }
             i = (i + 1) & self.mask;
@@ -96,18 +99,6 @@ impl<B: Copy> LiveBlocks<B> {
     /// replay).
     #[inline]
     pub fn insert_with(&mut self, addr: u64, make: impl FnOnce() -> B) -> (Option<B>, &B) {
-        if addr == 0 {
-            let old = self.zero.map(|i| self.slab[i as usize]);
-            let at = match self.zero {
-                Some(i) => {
-                    self.slab[i as usize] = make();
-                    i
-                }
-                None => self.place(make),
-            };
-            self.zero = Some(at);
-            return (old, &self.slab[at as usize]);
-        }
         let (i, found) = self.find(addr);
         if found {
             let at = self.slots[i].at as usize;
@@ -124,42 +115,32 @@ impl<B: Copy> LiveBlocks<B> {
         (None, &self.slab[at as usize])
     }
 
-    /// [`LiveBlocks::insert_with`] a block built already.
-    pub fn insert(&mut self, addr: u64, b: B) -> (Option<B>, &B) {
-        self.insert_with(addr, || b)
-    }
-
     /// Ends the block live at `addr`, if any: where it lay (kept until the next insert).
     #[inline]
     pub fn remove(&mut self, addr: u64) -> Option<&B> {
-        let at = if addr == 0 {
-            self.zero.take()?
-        } else {
-            let (mut hole, found) = self.find(addr);
-            if !found {
-                return None;
+        let (mut hole, found) = self.find(addr);
+        if !found {
+            return None;
+        }
+        let at = self.slots[hole].at;
+        // Shift back each later slot of the run whose probe started at or before the hole.
+        let mut j = hole;
+        loop {
+            j = (j + 1) & self.mask;
+            let key = self.slots[j].key;
+            if key == EMPTY {
+                break;
             }
-            let at = self.slots[hole].at;
-            // Shift back each later slot of the run whose probe started at or before the hole.
-            let mut j = hole;
-            loop {
-                j = (j + 1) & self.mask;
-                let key = self.slots[j].key;
-                if key == 0 {
-                    break;
-                }
-                let home = self.home(key);
-                // Whether `home` lies cyclically in (hole, j]: then the slot stays.
-                let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
-                if !stays {
-                    self.slots[hole] = self.slots[j];
-                    hole = j;
-                }
+            let home = self.home(key);
+            // Whether `home` lies cyclically in (hole, j]: then the slot stays.
+            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            if !stays {
+                self.slots[hole] = self.slots[j];
+                hole = j;
             }
-            self.slots[hole].key = 0;
-            self.used -= 1;
-            at
-        };
+        }
+        self.slots[hole] = FREE;
+        self.used -= 1;
         self.free.push(at);
         Some(&self.slab[at as usize])
     }
@@ -169,9 +150,9 @@ impl<B: Copy> LiveBlocks<B> {
     fn grow(&mut self) {
         let old = std::mem::take(&mut self.slots);
         self.bits += 1;
-        self.slots = vec![Slot::default(); 1 << self.bits];
+        self.slots = vec![FREE; 1 << self.bits];
         self.mask = self.slots.len() - 1;
-        for s in old.into_iter().filter(|s| s.key != 0) {
+        for s in old.into_iter().filter(|s| s.key != EMPTY) {
             let (i, _) = self.find(s.key);
             self.slots[i] = s;
         }
@@ -179,21 +160,17 @@ impl<B: Copy> LiveBlocks<B> {
 
     /// Whether a block is live at `addr`.
     pub fn contains(&self, addr: u64) -> bool {
-        if addr == 0 {
-            return self.zero.is_some();
-        }
         self.find(addr).1
     }
 
     /// The live blocks, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = &B> + '_ {
-        let keyed = self.slots.iter().filter(|s| s.key != 0).map(|s| s.at);
-        self.zero.into_iter().chain(keyed).map(|at| &self.slab[at as usize])
+        self.slots.iter().filter(|s| s.key != EMPTY).map(|s| &self.slab[s.at as usize])
     }
 
     /// Live blocks.
     pub fn len(&self) -> usize {
-        self.used + usize::from(self.zero.is_some())
+        self.used
     }
 
     /// Whether none is live.
@@ -210,13 +187,13 @@ mod tests {
     fn blocks_live_until_removed_and_places_are_reused() {
         // (address, allocation time)
         let mut l = LiveBlocks::default();
-        assert_eq!(l.insert(0x10, (0x10, 1)), (None, &(0x10, 1)));
-        assert_eq!(l.insert(0x20, (0x20, 2)), (None, &(0x20, 2)));
-        assert_eq!(l.insert(0x10, (0x10, 3)), (Some((0x10, 1)), &(0x10, 3)), "overwritten");
+        assert_eq!(l.insert_with(0x10, || (0x10, 1)), (None, &(0x10, 1)));
+        assert_eq!(l.insert_with(0x20, || (0x20, 2)), (None, &(0x20, 2)));
+        assert_eq!(l.insert_with(0x10, || (0x10, 3)), (Some((0x10, 1)), &(0x10, 3)), "overwritten");
         assert_eq!(l.remove(0x20), Some(&(0x20, 2)));
         assert_eq!(l.remove(0x20), None);
         assert!(l.contains(0x10) && !l.contains(0x20));
-        assert_eq!(l.insert(0x30, (0x30, 4)), (None, &(0x30, 4)));
+        assert_eq!(l.insert_with(0x30, || (0x30, 4)), (None, &(0x30, 4)));
         assert_eq!(l.slab.len(), 2, "the released place is reused");
         let mut v: Vec<(u64, u64)> = l.values().copied().collect();
         v.sort_unstable();
@@ -242,7 +219,7 @@ mod tests {
             if x.is_multiple_of(3) {
                 assert_eq!(l.remove(addr).copied(), want.remove(&addr), "remove {addr:#x} at {step}");
             } else {
-                assert_eq!(l.insert(addr, step).0, want.insert(addr, step), "insert {addr:#x} at {step}");
+                assert_eq!(l.insert_with(addr, || step).0, want.insert(addr, step), "insert {addr:#x} at {step}");
             }
             if step % 50_000 == 0 {
                 assert_eq!(l.len(), want.len());

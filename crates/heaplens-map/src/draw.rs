@@ -9,6 +9,7 @@ use crate::axis::AddressAxis;
 use crate::canvas::Canvas;
 use crate::color::{blue_to_red, Rgb, OTHER};
 use crate::occupancy::Occupancy;
+use crate::time_columns::TimeColumns;
 
 /// What a block's colour shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,12 +79,10 @@ pub struct Painter<'a> {
     binning: Binning,
     palette: &'a Palette,
     color_by: ColorBy,
-    /// The window: `[t0, t1]`, `CLOCK_MONOTONIC` ns.
-    t0: u64,
-    t1: u64,
+    /// The window, `CLOCK_MONOTONIC` ns, and the columns of events in it.
+    time: TimeColumns,
+    /// Columns per nanosecond, for the blocks' edges.
     cols_per_ns: f64,
-    /// Columns per nanosecond as a 64.64 fixed-point number, for the columns of events.
-    cols_per_ns_fixed: u128,
     /// The trace's last event, where live blocks end.
     end_ts: u64,
     started: bool,
@@ -120,10 +119,8 @@ impl<'a> Painter<'a> {
             bar_scale: bar_width as f64 / width as f64,
             palette,
             color_by,
-            t0,
-            t1,
+            time: TimeColumns::new(width, (t0, t1)),
             cols_per_ns: width as f64 / span as f64,
-            cols_per_ns_fixed: ((width as u128) << 64) / span as u128,
             end_ts,
             // A later half's bar starts at the cut, not at the window's start.
             started: half == Half::Later,
@@ -146,15 +143,13 @@ impl<'a> Painter<'a> {
 
     fn x(&self, ts: u64) -> f64 {
         // Through i64: one conversion instruction (see `canvas::trunc`).
-        ts.wrapping_sub(self.t0) as i64 as f64 * self.cols_per_ns
+        ts.wrapping_sub(self.time.t0) as i64 as f64 * self.cols_per_ns
     }
 
     /// The column of `ts` in a view, `None` outside the window.
     #[inline]
     fn col(&mut self, ts: u64) -> Option<usize> {
-        if ts < self.t0 || ts > self.t1 {
-            return None;
-        }
+        let col = self.time.of(ts)?;
         if !self.started {
             self.started = true;
             self.occupancy.start();
@@ -162,7 +157,7 @@ impl<'a> Painter<'a> {
                 v.occupancy.start();
             }
         }
-        Some(((u128::from(ts - self.t0) * self.cols_per_ns_fixed) >> 64) as usize)
+        Some(col)
     }
 
     #[inline]
@@ -197,7 +192,7 @@ impl<'a> Painter<'a> {
                 blue_to_red((share / self.palette.max_waste.max(1e-9)) as f32)
             }
             ColorBy::Lifetime => {
-                let span = (self.end_ts.saturating_sub(self.t0)).max(10_000) as f64;
+                let span = (self.end_ts.saturating_sub(self.time.t0)).max(10_000) as f64;
                 let v = match lifetime {
                     Some(ns) => ((ns.max(1) as f64).log10() - 3.0) / (span.log10() - 3.0),
                     None => 1.0,
@@ -208,7 +203,7 @@ impl<'a> Painter<'a> {
     }
 
     fn draw(&mut self, b: &Block, end: u64, lifetime: Option<u64>) {
-        if b.addr == 0 || end < self.t0 || b.ts > self.t1 {
+        if b.addr == 0 || end < self.time.t0 || b.ts > self.time.t1 {
             return;
         }
         let Some(v) = self.binning.view(b) else { return };

@@ -3,8 +3,9 @@
 //! threads), for the blocks inside the window asked for.
 
 use heaplens_interpret::idmap::IdMap;
-use heaplens_interpret::split::Joinable;
-use heaplens_interpret::view::{Block, Release, View};
+use heaplens_interpret::load::{LoadError, Trace};
+use heaplens_interpret::split::{replay_split, Joinable};
+use heaplens_interpret::view::{Block, EventIndex, Release, View};
 use heaplens_trace::{Event, OpClass};
 use rustc_hash::FxHashSet as HashSet;
 
@@ -147,6 +148,38 @@ impl Layout {
 }
 
 impl Layout {
+    /// Adds what `m` counted (of the same window, in another part of the trace): the scan's
+    /// two threads and a split replay's two halves are summed here.
+    fn add(&mut self, m: Layout) {
+        self.granules.extend(m.granules);
+        for (c, g) in self.granules_by_class.iter_mut().zip(m.granules_by_class) {
+            c.extend(g);
+        }
+        if self.dense_bytes.len() < m.dense_bytes.len() {
+            self.dense_bytes.resize(m.dense_bytes.len(), 0);
+        }
+        for (a, b) in self.dense_bytes.iter_mut().zip(m.dense_bytes) {
+            *a += b;
+        }
+        for (stack, b) in m.bytes_by_stack {
+            *self.bytes_by_stack.entry(stack).or_default() += b;
+        }
+        for (stack, b) in m.byte_ns_by_stack {
+            *self.byte_ns_by_stack.entry(stack).or_default() += b;
+        }
+        for tid in m.threads {
+            if self.thread_seen.insert(tid) {
+                self.threads.push(tid);
+            }
+        }
+        if more_waste(m.waste_of, self.waste_of) {
+            self.waste_of = m.waste_of;
+        }
+        self.blocks += m.blocks;
+        self.first_ts = self.first_ts.into_iter().chain(m.first_ts).min();
+        self.last_ts = self.last_ts.max(m.last_ts);
+    }
+
     /// The largest share of a block's usable bytes left unrequested.
     pub fn max_waste(&self) -> f64 {
         let (w, u) = self.waste_of;
@@ -204,24 +237,7 @@ impl heaplens_interpret::scan::Scanner for Scanned {
 impl Scanned {
     /// Adds what `o` found.
     fn absorb(&mut self, o: Scanned) {
-        let (l, m) = (&mut self.layout, o.layout);
-        l.granules.extend(m.granules);
-        for (c, g) in l.granules_by_class.iter_mut().zip(m.granules_by_class) {
-            c.extend(g);
-        }
-        if l.dense_bytes.len() < m.dense_bytes.len() {
-            l.dense_bytes.resize(m.dense_bytes.len(), 0);
-        }
-        for (a, b) in l.dense_bytes.iter_mut().zip(m.dense_bytes) {
-            *a += b;
-        }
-        for (stack, b) in m.bytes_by_stack {
-            *l.bytes_by_stack.entry(stack).or_default() += b;
-        }
-        if more_waste(m.waste_of, l.waste_of) {
-            l.waste_of = m.waste_of;
-        }
-        l.blocks += m.blocks;
+        self.layout.add(o.layout);
         self.lo = self.lo.min(o.lo);
         self.hi = self.hi.max(o.hi);
         for (tid, ts) in o.first_alloc {
@@ -241,10 +257,7 @@ impl Layout {
         window: Window,
         by_class: bool,
         progress: bool,
-    ) -> Result<
-        (Layout, heaplens_interpret::load::Trace, heaplens_interpret::view::EventIndex),
-        heaplens_interpret::load::LoadError,
-    > {
+    ) -> Result<(Layout, Trace, EventIndex), LoadError> {
         debug_assert!(window.from_ns.is_none() && window.to_ns.is_none());
         let states = [Scanned::new(window, by_class), Scanned::new(window, by_class)];
         let (trace, index, [mut s, other]) = heaplens_interpret::scan::scan_split(path, states, progress)?;
@@ -263,6 +276,26 @@ impl Layout {
             l.last_ts = trace.clock.to_ns(s.hi);
         }
         Ok((l, trace, index))
+    }
+
+    /// The first pass as a replay, for a time window (a block belongs to one by its lifetime)
+    /// or for bytes held over time: two halves at once ([`replay_split`], when the Events
+    /// payloads hold `min_bytes`), both from [`Layout::starting`]. The trace's health leaves
+    /// the payloads damaged part-way to the second pass to count, as [`Layout::scan`]'s does.
+    pub fn replay(
+        path: &std::path::Path,
+        window: Window,
+        by_class: bool,
+        progress: bool,
+        min_bytes: usize,
+    ) -> Result<(Layout, Trace, EventIndex), LoadError> {
+        let (trace, index) = heaplens_interpret::view::index(path, progress)?;
+        let first_ts = index.first_ts().map(|t| trace.clock.to_ns(t));
+        let damaged = trace.health.malformed_blocks;
+        let make = |_| Layout::starting(window, by_class, first_ts);
+        let (mut trace, layout, _) = replay_split(path, trace, &index, make, progress, min_bytes)?;
+        trace.health.malformed_blocks = damaged;
+        Ok((layout, trace, index))
     }
 }
 
@@ -296,27 +329,7 @@ impl View for Layout {
 /// join, where their allocation is known. Both halves start from [`Layout::starting`].
 impl Joinable for Layout {
     fn join(&mut self, later: Layout, releases: &[(Release, Option<Block>)]) {
-        self.granules.extend(later.granules);
-        for (c, g) in self.granules_by_class.iter_mut().zip(later.granules_by_class) {
-            c.extend(g);
-        }
-        for (stack, b) in later.bytes_by_stack {
-            *self.bytes_by_stack.entry(stack).or_default() += b;
-        }
-        for (stack, b) in later.byte_ns_by_stack {
-            *self.byte_ns_by_stack.entry(stack).or_default() += b;
-        }
-        for tid in later.threads {
-            if self.thread_seen.insert(tid) {
-                self.threads.push(tid);
-            }
-        }
-        if more_waste(later.waste_of, self.waste_of) {
-            self.waste_of = later.waste_of;
-        }
-        self.blocks += later.blocks;
-        self.first_ts = self.first_ts.into_iter().chain(later.first_ts).min();
-        self.last_ts = self.last_ts.max(later.last_ts);
+        self.add(later);
         for (r, b) in releases {
             if let Some(b) = b {
                 self.block(b, r.ts);

@@ -27,6 +27,7 @@ pub mod occupancy;
 pub mod page;
 pub mod scene;
 pub mod sites;
+pub mod time_columns;
 pub mod timeline;
 pub mod units;
 
@@ -159,7 +160,7 @@ pub struct Map {
 /// with `--aggregate` (no events to draw); [`MapError::Empty`] when no block is in the window.
 pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     let timing = heaplens_interpret::progress::Timing::start();
-    let (layout, trace, index) = first_pass(path, o.window, o.bins == Bins::Size, o.progress, o.split_min_bytes)?;
+    let (layout, trace, index) = first_pass(path, o, o.bins == Bins::Size)?;
     timing.mark("first pass");
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
@@ -267,37 +268,13 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
 }
 
 /// The first pass: a scan when no time window is asked for (only allocations and the span
-/// matter), else a replay in two halves at once (a block belongs to a window by its lifetime).
-/// Either notes where the events lie, so the second pass reads the file once more instead of
-/// twice. The trace's health leaves the payloads damaged part-way to the second pass to count.
-fn first_pass(
-    path: &Path,
-    window: Window,
-    by_class: bool,
-    progress: bool,
-    min_bytes: usize,
-) -> Result<(Layout, Trace, EventIndex), LoadError> {
-    if window.from_ns.is_none() && window.to_ns.is_none() {
-        return Layout::scan(path, window, by_class, progress);
+/// matter), else a replay in two halves at once ([`Layout::replay`]). Either notes where the
+/// events lie, so the second pass reads the file once more instead of twice.
+fn first_pass(path: &Path, o: &MapOptions, by_class: bool) -> Result<(Layout, Trace, EventIndex), LoadError> {
+    if o.window.from_ns.is_none() && o.window.to_ns.is_none() {
+        return Layout::scan(path, o.window, by_class, o.progress);
     }
-    replayed_layout(path, window, by_class, progress, min_bytes)
-}
-
-/// The first pass as a replay ([`Layout`] in two halves, [`replay_split`]).
-fn replayed_layout(
-    path: &Path,
-    window: Window,
-    by_class: bool,
-    progress: bool,
-    min_bytes: usize,
-) -> Result<(Layout, Trace, EventIndex), LoadError> {
-    let (trace, index) = heaplens_interpret::view::index(path, progress)?;
-    let first_ts = index.first_ts().map(|t| trace.clock.to_ns(t));
-    let damaged = trace.health.malformed_blocks;
-    let make = |_| Layout::starting(window, by_class, first_ts);
-    let (mut trace, layout, _) = replay_split(path, trace, &index, make, progress, min_bytes)?;
-    trace.health.malformed_blocks = damaged;
-    Ok((layout, trace, index))
+    Layout::replay(path, o.window, by_class, o.progress, o.split_min_bytes)
 }
 
 /// The second pass into `view`, after [`first_pass`].
@@ -333,7 +310,7 @@ pub struct TimelinePicture {
 /// As [`map_file`].
 pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, MapError> {
     let window = Window { addresses: None, ..o.window };
-    let (layout, trace, index) = replayed_layout(path, window, false, o.progress, o.split_min_bytes)?;
+    let (layout, trace, index) = Layout::replay(path, window, false, o.progress, o.split_min_bytes)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty);

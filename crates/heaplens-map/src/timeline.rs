@@ -14,6 +14,8 @@ use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::split::{Half, Joinable};
 use heaplens_interpret::view::{Block, Release, View};
 
+use crate::time_columns::TimeColumns;
+
 /// Bytes in use per call site over time, in columns.
 pub struct Timeline {
     /// Per stack id, its site's index (stacks of no top site, and those past the end, count in
@@ -24,11 +26,8 @@ pub struct Timeline {
     live: Vec<i64>,
     total: i64,
     /// The window, `CLOCK_MONOTONIC` ns, and its columns.
-    t0: u64,
-    t1: u64,
+    time: TimeColumns,
     width: usize,
-    /// Columns per nanosecond as a 64.64 fixed-point number.
-    cols_per_ns: u128,
     /// Runs of events, in order, and their splits: `sites + 1` values per run.
     runs: Vec<Run>,
     splits: Vec<i64>,
@@ -79,10 +78,8 @@ impl Timeline {
             sites,
             live: vec![0; sites + 1],
             total: 0,
-            t0,
-            t1,
+            time: TimeColumns::new(width, (t0, t1)),
             width,
-            cols_per_ns: ((width as u128) << 64) / u128::from(t1.saturating_sub(t0).max(1)),
             runs: Vec::new(),
             splits: Vec::new(),
             marks: 0,
@@ -91,15 +88,11 @@ impl Timeline {
     }
 
     fn site(&self, stack: u32) -> usize {
-        self.site_of.get(stack as usize).map_or(self.sites, |&s| s as usize)
+        site_in(&self.site_of, self.sites, stack)
     }
 
     fn col(&self, ts: u64) -> Option<u32> {
-        if ts < self.t0 || ts > self.t1 {
-            return None;
-        }
-        let col = ((u128::from(ts - self.t0) * self.cols_per_ns) >> 64) as usize;
-        Some(col.min(self.width - 1) as u32)
+        self.time.of(ts).map(|c| c.min(self.width - 1) as u32)
     }
 
     fn event(&mut self, ts: u64, stack: u32, delta: i64) {
@@ -133,7 +126,7 @@ impl Timeline {
     pub fn finish(&self) -> Columns {
         let n = self.sites + 1;
         let mut best: Vec<Option<usize>> = vec![None; self.width];
-        let (mut peak, mut at_peak) = ((0, self.t0), None);
+        let (mut peak, mut at_peak) = ((0, self.time.t0), None);
         for (k, r) in self.runs.iter().enumerate().filter(|(_, r)| !r.tentative) {
             let b = &mut best[r.col as usize];
             if b.is_none_or(|j| r.high > self.runs[j].high) {
@@ -156,6 +149,11 @@ impl Timeline {
             .collect();
         Columns { columns, peak, at_peak: at_peak.map_or_else(|| vec![0; n], split) }
     }
+}
+
+/// The site of `stack` in a dense `site_of` ([`Timeline`]'s), `rest` when it has none.
+fn site_in(site_of: &[u16], rest: usize, stack: u32) -> usize {
+    site_of.get(stack as usize).map_or(rest, |&s| s as usize)
 }
 
 impl View for Timeline {
@@ -188,13 +186,12 @@ impl Joinable for Timeline {
         let n = self.sites + 1;
         let (base, base_total) = (self.live.clone(), self.total);
         // What the marks so far released: per site and in all.
-        let site_of = std::mem::take(&mut self.site_of);
-        let sites = self.sites;
+        let (site_of, sites) = (&self.site_of, self.sites);
         let (mut lowered, mut lowered_total, mut k) = (vec![0i64; n], 0i64, 0usize);
         let mut lower_to = |marks: u32, lowered: &mut Vec<i64>, lowered_total: &mut i64| {
             while k < marks as usize {
                 if let Some((_, Some(b))) = releases.get(k) {
-                    lowered[site_of.get(b.stack as usize).map_or(sites, |&s| s as usize)] += b.size as i64;
+                    lowered[site_in(site_of, sites, b.stack)] += b.size as i64;
                     *lowered_total += b.size as i64;
                 }
                 k += 1;
@@ -212,7 +209,6 @@ impl Joinable for Timeline {
             self.splits.extend((0..n).map(|s| base[s] + split[s] - lowered[s]));
         }
         lower_to(later.marks, &mut lowered, &mut lowered_total);
-        self.site_of = site_of;
         for s in 0..n {
             self.live[s] = base[s] + later.live[s] - lowered[s];
         }

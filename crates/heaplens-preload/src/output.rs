@@ -65,11 +65,20 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// busy threads than cores the writer thread alone falls behind, and the queue (memory) grows.
 const HIGH_WATER: usize = 16;
 
-/// After a program's thread queued a filled buffer ([`queue::submit`], `backlog` buffers now
-/// queued) and let go of its state's lock: starts the writer thread if the trace needs it, and
-/// writes the backlog out on the caller's thread when there is no writer, or when the backlog
-/// is so long that the writer alone falls behind.
-pub fn handed_over(backlog: usize) {
+/// After a program's thread pushed an event and let go of its state's lock: `queued` is what
+/// the push returned, the buffers queued when it queued a filled one ([`queue::submit`]). Then
+/// this starts the writer thread if the trace needs it, and writes the backlog out on the
+/// caller's thread when there is no writer, or when the backlog is so long that the writer
+/// alone falls behind.
+#[inline(always)]
+pub fn handed_over(queued: Option<usize>) {
+    if let Some(backlog) = queued {
+        help_writer(backlog);
+    }
+}
+
+#[cold]
+fn help_writer(backlog: usize) {
     if !writer_needed() {
         // No writer thread (see [`writer_needed`]): the caller writes its buffer out itself.
         return write_pending();

@@ -76,9 +76,7 @@ pub unsafe fn alloc_usable(
             let ts = procinfo::now_ticks();
             e.alloc_unterminated(b, pos, op, ts, p as u64, size as u64, usable as u64)
         });
-        if let Some(backlog) = queued {
-            output::handed_over(backlog);
-        }
+        output::handed_over(queued);
         if sampling::enabled() {
             output::sampled();
         }
@@ -148,9 +146,7 @@ pub unsafe fn realloc_usable(
             let ts = procinfo::now_ticks();
             e.realloc_unterminated(b, pos, op, ts, old as u64, p as u64, size as u64, usable as u64)
         });
-        if let Some(backlog) = queued {
-            output::handed_over(backlog);
-        }
+        output::handed_over(queued);
         if sampling::enabled() {
             output::sampled();
         }
@@ -174,8 +170,6 @@ pub fn dealloc(op: Op, p: *mut c_void) {
             return;
         }
         let ts = procinfo::now_ticks();
-        if let Some(backlog) = t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64)) {
-            output::handed_over(backlog);
-        }
+        output::handed_over(t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64)));
     });
 }

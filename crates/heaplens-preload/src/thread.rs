@@ -144,8 +144,8 @@ impl ThreadState {
     }
 
     /// Appends one event through `encode`, which gets the buffer, the position and the encoder.
-    /// Returns the buffers queued when it handed a filled one over: the caller then tells the
-    /// writer, with no lock held ([`crate::output::handed_over`]).
+    /// Returns the buffers queued when it handed a filled one over, for the caller to pass to
+    /// [`crate::output::handed_over`] (with no lock held).
     #[inline(always)]
     #[must_use]
     pub fn push(&mut self, encode: impl FnOnce(&mut [u8], &mut usize, &mut EventEncoder)) -> Option<usize> {

@@ -58,8 +58,7 @@ pub enum PageError {
 /// # Errors
 /// [`PageError::Map`] as [`crate::map_file`]; [`PageError::TooManyBlocks`] past `max_blocks`.
 pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras) -> Result<Page, PageError> {
-    let (layout, trace, index) =
-        crate::first_pass(path, o.window, false, o.progress, o.split_min_bytes).map_err(MapError::from)?;
+    let (layout, trace, index) = crate::first_pass(path, o, false).map_err(MapError::from)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty.into());
