@@ -110,6 +110,14 @@ fn sqlite3_in_memory() {
     // The sqlite3 shell is stripped; libsqlite3's exported functions have names.
     let names = all_names(&v);
     assert!(names.iter().any(|n| n.starts_with("sqlite3")), "no sqlite3* function from libsqlite3 in the report");
+    // Its allocator wrapper is static: module+offset, never the exported function before it
+    // (`sqlite3ApiExit`, 18 bytes long, 0xd4 bytes before the call).
+    let top = &arr(&v, "direct/rows")[0];
+    let top_name = top["function"].as_str().unwrap_or("");
+    assert!(
+        top_name.starts_with("libsqlite3.so") || top_name.starts_with("sqlite3Mem"),
+        "top direct row of sqlite3 is {top_name}, an exported neighbour of its allocator"
+    );
     assert_libc_symbolized(&v);
 }
 

@@ -10,10 +10,11 @@ use std::rc::Rc;
 
 use addr2line::Loader;
 use heaplens_trace::ModuleRecord;
-use object::{Object, ObjectSymbol, ReadCache};
+use object::Object;
 
 use super::dwarf::{push_all, DebugDwarf};
 use super::mapped::Mapped;
+use super::symtab::SymbolTable;
 use super::{Frame, Symbolizer};
 
 /// Where global debug files live (Debian's `-dbg`/`-dbgsym` packages install here).
@@ -51,10 +52,12 @@ impl FileCache {
 /// The module's own file and, when the DWARF lives elsewhere, its separate debug file.
 pub struct Files {
     primary: Loader,
+    /// Its own symbol table (`.symtab`, else `.dynsym`).
+    symbols: SymbolTable,
     /// The separate debug file, when the primary has no DWARF.
     debug_path: Option<PathBuf>,
-    /// Its symbol table, `(address, demangled name)` by address, read without its DWARF.
-    debug_symbols: OnceCell<Vec<(u64, String)>>,
+    /// Its symbol table, read without its DWARF.
+    debug_symbols: OnceCell<SymbolTable>,
     /// Its DWARF, loaded on the first frame that needs it: that inflates megabytes (for libc),
     /// which frames the paths cut anyway never need.
     debug: OnceCell<Option<DebugDwarf>>,
@@ -154,17 +157,16 @@ fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
         std::io::ErrorKind::NotFound => format!("{path} is gone since the run: its frames are not symbolized"),
         _ => format!("cannot open {path}: {e}"),
     })?;
-    let ids = match Mapped::new(&file) {
-        Some(map) => ids(map.bytes()),
-        None => ids(&ReadCache::new(file)),
-    };
-    let (file_id, debuglink) = ids.map_err(|e| format!("cannot parse {path}: {e}"))?;
+    let map = Mapped::new(&file).ok_or_else(|| format!("cannot map {path}"))?;
+    let obj = object::File::parse(map.bytes()).map_err(|e| format!("cannot parse {path}: {e}"))?;
+    let (file_id, debuglink) = ids(&obj);
     if let Some(file_id) = &file_id {
         // A rebuilt file would give confident wrong names: better none.
         if !build_id.is_empty() && file_id != build_id {
             return Err(format!("{path} changed since the run (build id differs): not symbolized"));
         }
     }
+    let symbols = SymbolTable::read(&obj);
     let primary = Loader::new(path).map_err(|e| format!("cannot load {path}: {e}"))?;
     // Probing the section table is cheap; a separate debug file is looked for only when needed.
     let has_dwarf = primary.get_section_range(b".debug_info").is_some_and(|r| r.end > r.begin);
@@ -174,16 +176,15 @@ fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
         let id = if build_id.is_empty() { file_id.unwrap_or_default() } else { build_id.to_vec() };
         debug_file(Path::new(path), debuglink.as_deref(), &id)
     };
-    Ok(Files { primary, debug_path, debug_symbols: OnceCell::new(), debug: OnceCell::new() })
+    Ok(Files { primary, symbols, debug_path, debug_symbols: OnceCell::new(), debug: OnceCell::new() })
 }
 
 /// The build id and `.gnu_debuglink` file name of an object file.
 type Ids = (Option<Vec<u8>>, Option<Vec<u8>>);
 
-fn ids<'d, R: object::ReadRef<'d>>(data: R) -> object::Result<Ids> {
-    let obj = object::File::parse(data)?;
+fn ids(obj: &object::File<'_>) -> Ids {
     let link = obj.gnu_debuglink().ok().flatten().map(|(name, _crc)| name.to_vec());
-    Ok((obj.build_id().ok().flatten().map(<[u8]>::to_vec), link))
+    (obj.build_id().ok().flatten().map(<[u8]>::to_vec), link)
 }
 
 /// Finds the separate debug file of `path`: by build id under /usr/lib/debug/.build-id, then by
@@ -210,24 +211,16 @@ fn demangle(name: &str) -> String {
     super::dwarf::public_name(&addr2line::demangle_auto(Cow::Borrowed(name), None)).into_owned()
 }
 
-/// The symbol table of `path` (`(address, demangled name)` by address), read through the
-/// section table alone; empty when it cannot be read.
-fn read_symbols(path: &Path) -> Vec<(u64, String)> {
-    let Some(map) = File::open(path).ok().and_then(|f| Mapped::new(&f)) else { return Vec::new() };
-    let Ok(obj) = object::File::parse(map.bytes()) else { return Vec::new() };
-    // Of the names at one address, the public one without its symbol version
-    // (`__libc_start_main`, not `__libc_start_main_alias_1` or `__libc_start_main@GLIBC_2.2.5`).
-    let mut syms: Vec<(u64, bool, bool, &str)> = obj
-        .symbols()
-        .filter(|s| s.is_definition() && matches!(s.kind(), object::SymbolKind::Text | object::SymbolKind::Data))
-        .filter_map(|s| {
-            let n = s.name().ok().filter(|n| !n.is_empty())?;
-            Some((s.address(), !s.is_global(), n.contains('@'), n))
-        })
-        .collect();
-    syms.sort_unstable();
-    syms.dedup_by_key(|s| s.0);
-    syms.into_iter().map(|(a, _, _, n)| (a, demangle(n.split('@').next().unwrap_or(n)))).collect()
+/// The symbol table of `path`, read through the section table alone; empty when it cannot be
+/// read.
+fn read_symbols(path: &Path) -> SymbolTable {
+    let Some(map) = File::open(path).ok().and_then(|f| Mapped::new(&f)) else { return SymbolTable::default() };
+    object::File::parse(map.bytes()).map(|obj| SymbolTable::read(&obj)).unwrap_or_default()
+}
+
+/// A symbol's name as reports show it: demangled, without its symbol version.
+fn symbol_name(raw: &str) -> String {
+    demangle(raw.split('@').next().unwrap_or(raw))
 }
 
 impl Files {
@@ -236,12 +229,11 @@ impl Files {
     fn symbol(&self, probe: u64) -> Option<(String, u64)> {
         if let Some(p) = &self.debug_path {
             let syms = self.debug_symbols.get_or_init(|| read_symbols(p));
-            let i = syms.partition_point(|&(a, _)| a <= probe);
-            if let Some((a, name)) = i.checked_sub(1).map(|i| &syms[i]) {
-                return Some((name.clone(), *a));
+            if !syms.is_empty() {
+                return syms.find(probe).map(|(name, a)| (symbol_name(name), a));
             }
         }
-        self.primary.find_symbol_info(probe).map(|s| (demangle(s.name()), s.address()))
+        self.symbols.find(probe).map(|(name, a)| (symbol_name(name), a))
     }
 
     /// Appends the DWARF frames of `probe` (none when there is no DWARF for it).

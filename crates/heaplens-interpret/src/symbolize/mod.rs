@@ -6,6 +6,7 @@ mod dwarf;
 mod elf;
 pub mod embedded;
 mod mapped;
+pub mod symtab;
 pub mod scopes;
 pub mod types;
 mod units;
