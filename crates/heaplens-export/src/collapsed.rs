@@ -117,3 +117,18 @@ fn title(metric: Metric) -> &'static str {
         Metric::CpuSamples => "CPU samples",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::frame;
+
+    #[test]
+    fn a_frame_never_splits_its_line_or_its_stack() {
+        assert_eq!(frame("a\nb;c 7"), "a\\nb:c\\x207");
+        assert_eq!(frame("f 1.5"), "f\\x201.5");
+        assert_eq!(frame("operator new(unsigned long)"), "operator new(unsigned long)");
+        assert_eq!(frame("std::vector<int>::push_back(int const&)"), "std::vector<int>::push_back(int const&)");
+        assert_eq!(frame("ctl\x01\x1b[31m\x07name"), "ctl\\x01\\x1b[31m\\x07name");
+        assert_eq!(frame("trailing "), "trailing ");
+    }
+}
