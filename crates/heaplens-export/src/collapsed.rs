@@ -54,12 +54,8 @@ fn fold(
     let (frames, paths) = resolve(&t.stacks, &ids, sym.as_mut());
     let mut folded: std::collections::BTreeMap<String, u64> = Default::default();
     for (i, &(_, n)) in kept.iter().enumerate() {
-        let names: Vec<String> = paths
-            .get(i)
-            .iter()
-            .rev()
-            .map(|&site| frame(frames.name(frames.function_of(site))))
-            .collect();
+        let names: Vec<String> =
+            paths.get(i).iter().rev().map(|&site| frame(frames.name(frames.function_of(site)))).collect();
         let line = if names.is_empty() { "[unknown]".to_string() } else { names.join(";") };
         *folded.entry(line).or_default() += n;
     }

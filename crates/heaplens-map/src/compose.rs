@@ -279,11 +279,8 @@ pub fn compose_timeline(p: &TimelineParts<'_>) -> (Scene, (usize, usize, usize, 
     it.push(text(LEFT, axis_top + 20, "time since the first event"));
     let peak_label = format!("peak {} at {}", human_bytes(p.peak.0.max(0) as u64), human_ns(p.peak.2));
     let px_x = LEFT + p.peak.1.min(w - 1);
-    let lx = if px_x + 8 + width(&peak_label) < LEFT + w {
-        px_x + 4
-    } else {
-        px_x.saturating_sub(4 + width(&peak_label))
-    };
+    let lx =
+        if px_x + 8 + width(&peak_label) < LEFT + w { px_x + 4 } else { px_x.saturating_sub(4 + width(&peak_label)) };
     it.push(Item::Text { x: lx, y: TOP + 4, scale: 1, rgb: INK, text: peak_label });
 
     let lx = LEFT + w + 16;
@@ -319,7 +316,11 @@ mod tests {
             at_peak: &[10, 0],
             span_ns: (0, 2000),
         });
-        scene.items.into_iter().filter_map(|i| if let Item::Text { text, .. } = i { Some(text) } else { None }).collect()
+        scene
+            .items
+            .into_iter()
+            .filter_map(|i| if let Item::Text { text, .. } = i { Some(text) } else { None })
+            .collect()
     }
 
     #[test]

@@ -423,7 +423,13 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
         let _ = writeln!(
             out,
             "  {:<7} {:>6} {:>14} {:>14} {:>15}      {} [{}]",
-            "", "", e.self_bytes, e.bytes, called, for_terminal(&e.name), e.index
+            "",
+            "",
+            e.self_bytes,
+            e.bytes,
+            called,
+            for_terminal(&e.name),
+            e.index
         );
     };
     let n = o.limit(r.call_graph.len());
