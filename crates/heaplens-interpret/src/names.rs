@@ -2,12 +2,12 @@
 //!
 //! Function, file, module and thread names and the command line are chosen by whoever wrote
 //! the profiled program: a symbol can hold any byte but NUL (`__asm__` labels, `objcopy
-//! --redefine-sym`), a thread name any 15. Left as they are, ESC and BEL drive the terminal
+//! --redefine-sym`), a thread name any 15 bytes. Left as they are, ESC and BEL drive the terminal
 //! that shows a report, a newline splits a record of a line-based format, and XML 1.0 forbids
 //! most C0 controls even as character references, so one makes an SVG unreadable. Every view
 //! passes the names it writes through the function of its output's family here, so that the
-//! views agree without importing each other. Formats with an escaping of their own (JSON
-//! through serde, markup through the SVG writers) still apply it after this.
+//! views agree without importing each other. JSON keeps names as they are (serde escapes
+//! them); the SVG writers escape markup after this.
 //!
 //! A character that must go is written as a visible escape in Rust's spelling (`\x1b`,
 //! `\u{202e}`) rather than dropped or replaced by U+FFFD, so that two names differing only
@@ -56,7 +56,7 @@ fn escape(s: &str, bad: impl Fn(char) -> bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// A name for a line-based file format (folded stacks, heaptrack's records, pprof's text):
+/// A name for a line-based file format read by tools (folded stacks, pprof's text):
 /// nothing in it ends the line or hides from a reader. Field separators of the format itself
 /// (`;` between folded frames) remain the format's to handle.
 pub fn for_line(s: &str) -> Cow<'_, str> {
