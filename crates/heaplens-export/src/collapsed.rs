@@ -1,11 +1,14 @@
 //! Folded stacks (Brendan Gregg's `stackcollapse` output: `outer;...;inner count`, one line per
 //! stack) and the flame graph drawn from them with inferno: of allocation stacks weighted by a
-//! [`Metric`], or of CPU-sample stacks weighted by samples.
+//! [`Metric`], or of CPU-sample stacks weighted by samples. Frames are escaped for the line
+//! ([`frame`]), which also keeps inferno's SVG well-formed: its XML writer escapes markup but
+//! passes control characters through.
 
 use std::io::{self, Write};
 use std::path::Path;
 
 use heaplens_interpret::load::StackTable;
+use heaplens_interpret::names::{for_line, for_xml};
 use heaplens_interpret::paths::{resolve, resolve_samples, FrameTable, Naming, Paths};
 use heaplens_interpret::symbolize::{for_trace, Symbolizer};
 use heaplens_interpret::Trace;
@@ -51,13 +54,8 @@ fn fold(
     let (frames, paths) = resolve(&t.stacks, &ids, sym.as_mut());
     let mut folded: std::collections::BTreeMap<String, u64> = Default::default();
     for (i, &(_, n)) in kept.iter().enumerate() {
-        let names: Vec<String> = paths
-            .get(i)
-            .iter()
-            .rev()
-            // `;` separates frames; a name holding one (an operator) would split.
-            .map(|&site| frames.name(frames.function_of(site)).replace(';', ":"))
-            .collect();
+        let names: Vec<String> =
+            paths.get(i).iter().rev().map(|&site| frame(frames.name(frames.function_of(site)))).collect();
         let line = if names.is_empty() { "[unknown]".to_string() } else { names.join(";") };
         *folded.entry(line).or_default() += n;
     }
@@ -66,6 +64,20 @@ fn fold(
         warnings.insert(0, "the symbols embedded in the trace are damaged: symbolized from the module files".into());
     }
     (folded.into_iter().collect(), warnings)
+}
+
+/// A function's name as a folded frame. A line is `frame;...;frame count`: a line end in the
+/// name would split the stack, a `;` (an operator's) a frame, and a space followed by a
+/// number at the end of the innermost frame would read as a second count (flamegraph.pl's and
+/// inferno's differential input), so such a space is written `\x20`.
+pub fn frame(name: &str) -> String {
+    let name = for_line(name).replace(';', ":");
+    match name.rsplit_once(' ') {
+        Some((head, tail)) if !tail.is_empty() && tail.chars().all(|c| c.is_ascii_digit() || c == '.') => {
+            format!("{head}\\x20{tail}")
+        }
+        _ => name,
+    }
 }
 
 /// Writes `lines` as folded stacks.
@@ -78,13 +90,14 @@ pub fn write(w: &mut dyn Write, lines: &[(String, u64)]) -> io::Result<()> {
 
 /// Draws `lines` as an SVG flame graph titled after the trace.
 pub fn flamegraph(w: &mut dyn Write, lines: &[(String, u64)], metric: Metric, trace: &Path) -> io::Result<()> {
-    let text: Vec<String> = lines.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    // Frames were escaped for a line; an SVG shown to a person also escapes what reorders it.
+    let text: Vec<String> = lines.iter().map(|(s, n)| format!("{} {n}", for_xml(s))).collect();
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = match metric {
         Metric::CpuSamples => title(metric).to_string(),
         _ => format!("{} by allocation stack", title(metric)),
     };
-    opts.subtitle = Some(trace.display().to_string());
+    opts.subtitle = Some(for_xml(&trace.display().to_string()).into_owned());
     opts.count_name = metric.unit().into();
     opts.name_type = "Function:".into();
     inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w).map_err(io::Error::other)
@@ -98,5 +111,20 @@ fn title(metric: Metric) -> &'static str {
         Metric::LeakedBytes => "Bytes leaked",
         Metric::LeakedCount => "Blocks leaked",
         Metric::CpuSamples => "CPU samples",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame;
+
+    #[test]
+    fn a_frame_never_splits_its_line_or_its_stack() {
+        assert_eq!(frame("a\nb;c 7"), "a\\nb:c\\x207");
+        assert_eq!(frame("f 1.5"), "f\\x201.5");
+        assert_eq!(frame("operator new(unsigned long)"), "operator new(unsigned long)");
+        assert_eq!(frame("std::vector<int>::push_back(int const&)"), "std::vector<int>::push_back(int const&)");
+        assert_eq!(frame("ctl\x01\x1b[31m\x07name"), "ctl\\x01\\x1b[31m\\x07name");
+        assert_eq!(frame("trailing "), "trailing ");
     }
 }

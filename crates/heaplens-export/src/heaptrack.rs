@@ -16,11 +16,14 @@
 //! ```
 //!
 //! A reallocation is written as heaptrack records one: the release of the old block, then an
-//! allocation.
+//! allocation. Strings and the command line are written through `names::for_terminal`:
+//! heaptrack has no escaping of its own, a newline would end the record, and heaptrack_print
+//! shows them on the terminal as they are.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
+use heaplens_interpret::names::for_terminal;
 use heaplens_interpret::symbolize::{Frame, Symbolizer};
 use heaplens_interpret::view::{Block, Release, View};
 use heaplens_interpret::Trace;
@@ -57,7 +60,7 @@ impl<'t, W: Write> Heaptrack<'t, W> {
         writeln!(out, "v {HEAPTRACK_VERSION:x} {FILE_VERSION:x}")?;
         if let Some(p) = &t.process {
             let cmdline = if p.argv.is_empty() { p.exe.clone() } else { p.argv.join(" ") };
-            writeln!(out, "X {cmdline}")?;
+            writeln!(out, "X {}", for_terminal(&cmdline))?;
         }
         let start_ns = t.process.as_ref().map_or(0, |p| p.start_mono_ns);
         Ok(Heaptrack {
@@ -105,8 +108,9 @@ impl<'t, W: Write> Heaptrack<'t, W> {
             return i;
         }
         let i = self.strings.len() as u64 + 1;
-        // A string runs to the end of its line (file version 2).
-        let clean = s.replace('\n', " ");
+        // A string runs to the end of its line (file version 2), and heaptrack_print shows it
+        // on the terminal as it is.
+        let clean = for_terminal(s);
         self.line(format_args!("s {clean}"));
         self.strings.insert(s.to_string(), i);
         i

@@ -15,6 +15,7 @@
 
 use std::io::{self, Write};
 
+use heaplens_interpret::names::for_line;
 use heaplens_interpret::Trace;
 use heaplens_trace::ModuleRecord;
 
@@ -51,7 +52,8 @@ pub fn write(w: &mut dyn Write, t: &Trace, stacks: &[(u32, StackTotals)], done: 
             // segments of an ELF file laid out as linked (offset = vaddr modulo pages) is the
             // address the debug information knows.
             let offset = start - m.base;
-            writeln!(w, "{start:x}-{end:x} {perms} {offset:08x} 00:00 0          {}", m.path)?;
+            // The path runs to the end of the line.
+            writeln!(w, "{start:x}-{end:x} {perms} {offset:08x} 00:00 0          {}", for_line(&m.path))?;
         }
     }
     Ok(())

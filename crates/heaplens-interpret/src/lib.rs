@@ -21,6 +21,7 @@ pub mod idmap;
 pub mod live;
 pub mod load;
 pub mod merge;
+pub mod names;
 pub mod paths;
 pub mod progress;
 pub mod scan;

@@ -8,6 +8,7 @@ use crate::draw::ColorBy;
 use crate::scene::{Item, Scene};
 use crate::units::{human_bytes, human_ns};
 use crate::LegendEntry;
+use heaplens_interpret::names::{for_xml, keep_end};
 
 /// Rows of the occupancy bar.
 pub const BAR_ROWS: usize = 18;
@@ -57,6 +58,20 @@ fn text(x: usize, y: usize, s: impl Into<String>) -> Item {
     Item::Text { x, y, scale: 1, rgb: INK, text: s.into() }
 }
 
+/// Characters of a legend's label.
+const LABEL_CHARS: usize = 44;
+
+/// Pixels of `s` in 8-pixel glyphs: a glyph per character, whatever its bytes (`µs`, `…`).
+fn width(s: &str) -> usize {
+    s.chars().count() * 8
+}
+
+/// A name from the trace as a legend shows it: escaped first, so that the cut counts what is
+/// drawn, then its end kept (the innermost frame names the site).
+fn name_label(s: &str) -> String {
+    keep_end(&for_xml(s), LABEL_CHARS).into_owned()
+}
+
 /// The time axis under `[x, x + w)`: ticks and labels at `y`.
 fn time_axis(it: &mut Vec<Item>, x: usize, w: usize, y: usize, (from, to): (u64, u64), ticks: usize) {
     for k in 0..=ticks {
@@ -64,11 +79,11 @@ fn time_axis(it: &mut Vec<Item>, x: usize, w: usize, y: usize, (from, to): (u64,
         it.push(Item::Rect { x: tx, y, w: 1, h: 5, rgb: INK });
         let label = human_ns(from + (to - from) * k as u64 / ticks as u64);
         let lx = tx.saturating_sub(if k == ticks {
-            label.len() * 8
+            width(&label)
         } else if k == 0 {
             0
         } else {
-            label.len() * 4
+            width(&label) / 2
         });
         it.push(text(lx, y + 8, label));
     }
@@ -116,7 +131,7 @@ pub fn compose(p: &Parts<'_>) -> (Scene, (usize, usize, usize, usize)) {
         items: Vec::new(),
     };
     let it = &mut s.items;
-    it.push(Item::Text { x: 8, y: 8, scale: 2, rgb: INK, text: p.title.to_string() });
+    it.push(Item::Text { x: 8, y: 8, scale: 2, rgb: INK, text: for_xml(p.title).into_owned() });
     for (i, v) in p.views.iter().enumerate() {
         let (x, y) = match p.align {
             Align::Time => (LEFT, TOP + i * (label_h + vh + vbar_h + VIEW_GAP - label_h.min(VIEW_GAP))),
@@ -177,11 +192,7 @@ fn legend(it: &mut Vec<Item>, lx: usize, entries: &[LegendEntry], color_by: Colo
     let mut y = TOP + 16;
     for e in entries {
         it.push(Item::Rect { x: lx, y, w: 12, h: 12, rgb: to_u8(e.rgb) });
-        let mut label = e.label.clone();
-        if label.len() > 44 {
-            label = format!("...{}", &label[label.len() - 41..]);
-        }
-        it.push(text(lx + 18, y + 2, label));
+        it.push(text(lx + 18, y + 2, name_label(&e.label)));
         if e.bytes > 0 {
             it.push(Item::Text { x: lx + 18, y: y + 12, scale: 1, rgb: FAINT, text: human_bytes(e.bytes) });
             y += 10;
@@ -201,7 +212,7 @@ fn legend(it: &mut Vec<Item>, lx: usize, entries: &[LegendEntry], color_by: Colo
             _ => ("1 us", "whole run"),
         };
         it.push(text(lx, y + 16, lo));
-        it.push(text(lx + 200 - hi.len() * 8, y + 16, hi));
+        it.push(text(lx + 200 - width(hi), y + 16, hi));
     }
 }
 
@@ -242,14 +253,14 @@ pub fn compose_timeline(p: &TimelineParts<'_>) -> (Scene, (usize, usize, usize, 
     let axis_top = TOP + h + 4;
     let mut s = Scene { width: LEFT + w + 16 + LEGEND_WIDTH, height: axis_top + 40, items: Vec::new() };
     let it = &mut s.items;
-    it.push(Item::Text { x: 8, y: 8, scale: 2, rgb: INK, text: p.title.to_string() });
+    it.push(Item::Text { x: 8, y: 8, scale: 2, rgb: INK, text: for_xml(p.title).into_owned() });
     it.push(Item::Rect { x: LEFT - 1, y: TOP - 1, w: w + 2, h: h + 2, rgb: FAINT });
     it.push(Item::Bitmap { x: LEFT, y: TOP, w, h, pixels: px });
     for k in 0..=4 {
         let y = TOP + h - 1 - (h - 1) * k / 4;
         it.push(Item::Rect { x: LEFT - 6, y, w: 5, h: 1, rgb: INK });
         let label = human_bytes(p.peak.0.max(0) as u64 * k as u64 / 4);
-        it.push(text(LEFT - 8 - label.len() * 8, y.saturating_sub(4), label));
+        it.push(text(LEFT - 8 - width(&label), y.saturating_sub(4), label));
     }
     let (from, to) = p.span_ns;
     for k in 0..=4 {
@@ -257,22 +268,19 @@ pub fn compose_timeline(p: &TimelineParts<'_>) -> (Scene, (usize, usize, usize, 
         it.push(Item::Rect { x, y: axis_top - 3, w: 1, h: 5, rgb: INK });
         let label = human_ns(from + (to - from) * k as u64 / 4);
         let lx = x.saturating_sub(if k == 4 {
-            label.len() * 8
+            width(&label)
         } else if k == 0 {
             0
         } else {
-            label.len() * 4
+            width(&label) / 2
         });
         it.push(text(lx, axis_top + 5, label));
     }
     it.push(text(LEFT, axis_top + 20, "time since the first event"));
     let peak_label = format!("peak {} at {}", human_bytes(p.peak.0.max(0) as u64), human_ns(p.peak.2));
     let px_x = LEFT + p.peak.1.min(w - 1);
-    let lx = if px_x + 8 + peak_label.len() * 8 < LEFT + w {
-        px_x + 4
-    } else {
-        px_x.saturating_sub(4 + peak_label.len() * 8)
-    };
+    let lx =
+        if px_x + 8 + width(&peak_label) < LEFT + w { px_x + 4 } else { px_x.saturating_sub(4 + width(&peak_label)) };
     it.push(Item::Text { x: lx, y: TOP + 4, scale: 1, rgb: INK, text: peak_label });
 
     let lx = LEFT + w + 16;
@@ -281,12 +289,58 @@ pub fn compose_timeline(p: &TimelineParts<'_>) -> (Scene, (usize, usize, usize, 
     let mut rows: Vec<(usize, i64)> = p.at_peak.iter().copied().enumerate().collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.1));
     for (k, b) in rows {
-        let label = if k < p.labels.len() { p.labels[k].clone() } else { "the rest".to_string() };
+        let label = if k < p.labels.len() { name_label(&p.labels[k]) } else { "the rest".to_string() };
         it.push(Item::Rect { x: lx, y, w: 12, h: 12, rgb: colour(k) });
-        let label = if label.len() > 44 { format!("...{}", &label[label.len() - 41..]) } else { label };
         it.push(text(lx + 18, y + 2, label));
         it.push(Item::Text { x: lx + 18, y: y + 12, scale: 1, rgb: FAINT, text: human_bytes(b.max(0) as u64) });
         y += 28;
     }
     (s, (LEFT, TOP, w, h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The legend's texts of a timeline whose one site is named `label`.
+    fn legend_texts(label: &str) -> Vec<String> {
+        let labels = [label.to_string()];
+        let columns = vec![vec![10, 0]; 8];
+        let (scene, _) = compose_timeline(&TimelineParts {
+            title: "t",
+            width: 8,
+            height: 8,
+            columns: &columns,
+            labels: &labels,
+            peak: (10, 3, 1000),
+            at_peak: &[10, 0],
+            span_ns: (0, 2000),
+        });
+        scene
+            .items
+            .into_iter()
+            .filter_map(|i| if let Item::Text { text, .. } = i { Some(text) } else { None })
+            .collect()
+    }
+
+    #[test]
+    fn legend_labels_are_cut_by_characters() {
+        // Rust's elided names: the old byte cut (`len - 41`) fell inside a `…` of these.
+        let name = "alloc::vec::Vec<…>::push > alloc::vec::Vec<…>::push_mut";
+        for pad in 0..6 {
+            let label = format!("{}{name}", "x".repeat(pad));
+            let texts = legend_texts(&label);
+            let shown = texts.iter().find(|t| t.starts_with("...")).unwrap_or_else(|| panic!("{texts:?}"));
+            assert_eq!(shown.chars().count(), LABEL_CHARS, "{shown}");
+            assert!(label.ends_with(&shown[3..]), "{shown}");
+        }
+        let texts = legend_texts("ctl\x01\x1b[31m\x07name");
+        assert!(texts.iter().any(|t| t == "ctl\\x01\\x1b[31m\\x07name"), "{texts:?}");
+    }
+
+    #[test]
+    fn label_widths_count_characters() {
+        assert_eq!(width("12.5 µs"), 7 * 8);
+        assert_eq!(width("Vec<…>"), 6 * 8);
+    }
 }

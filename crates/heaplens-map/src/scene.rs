@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use base64::Engine;
+use heaplens_interpret::names::for_xml;
 
 /// One thing drawn, in pixel coordinates from the top left.
 #[derive(Debug, Clone)]
@@ -44,7 +45,8 @@ pub enum Item {
         scale: usize,
         /// Colour.
         rgb: [u8; 3],
-        /// The text (ASCII; other characters show as `?`).
+        /// The text, one 8-pixel glyph a character: ASCII, Latin-1, Greek and `…` drawn, other
+        /// characters as `?`, control characters as their escapes (`\x1b`).
         text: String,
     },
 }
@@ -86,13 +88,8 @@ impl Scene {
                     }
                 }
                 Item::Text { x, y, scale, rgb, text } => {
-                    use font8x8::UnicodeFonts;
-                    // The 8x8 font has no ellipsis (elided template arguments).
-                    let text = text.replace('…', "...");
-                    for (i, ch) in text.chars().enumerate() {
-                        let glyph =
-                            font8x8::BASIC_FONTS.get(ch).or_else(|| font8x8::BASIC_FONTS.get('?')).unwrap_or([0; 8]);
-                        for (gy, bits) in glyph.iter().enumerate() {
+                    for (i, ch) in for_xml(text).chars().enumerate() {
+                        for (gy, bits) in glyph(ch).iter().enumerate() {
                             for gx in 0..8 {
                                 if bits >> gx & 1 == 1 {
                                     for sy in 0..*scale {
@@ -147,7 +144,7 @@ impl Scene {
                 Item::Text { x, y, scale, rgb: [r, g, b], text } => {
                     let size = 8 * scale + scale;
                     let base = y + 7 * scale;
-                    let text = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+                    let text = for_xml(text).replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
                     writeln!(
                         out,
                         r##"<text x="{x}" y="{base}" font-family="monospace" font-size="{size}" fill="#{r:02x}{g:02x}{b:02x}" xml:space="preserve">{text}</text>"##
@@ -159,6 +156,24 @@ impl Scene {
     }
 }
 
+/// Three dots in one cell: the `…` of elided generic arguments, which font8x8 lacks, drawn in
+/// the width of one character so that a label is as wide as its characters say.
+const ELLIPSIS: [u8; 8] = [0, 0, 0, 0, 0, 0xdb, 0xdb, 0];
+
+/// The glyph of `ch` (bit `x` of row `y` set where ink is).
+fn glyph(ch: char) -> [u8; 8] {
+    use font8x8::UnicodeFonts;
+    if ch == '…' {
+        return ELLIPSIS;
+    }
+    [font8x8::BASIC_FONTS.get(ch), font8x8::LATIN_FONTS.get(ch), font8x8::GREEK_FONTS.get(ch)]
+        .into_iter()
+        .flatten()
+        .next()
+        .or_else(|| font8x8::BASIC_FONTS.get('?'))
+        .unwrap_or([0; 8])
+}
+
 fn encode_png(out: impl Write, w: usize, h: usize, pixels: &[[u8; 3]]) -> std::io::Result<()> {
     let mut enc = png::Encoder::new(out, w as u32, h as u32);
     enc.set_color(png::ColorType::Rgb);
@@ -167,4 +182,46 @@ fn encode_png(out: impl Write, w: usize, h: usize, pixels: &[[u8; 3]]) -> std::i
     let bytes: Vec<u8> = pixels.iter().flatten().copied().collect();
     writer.write_image_data(&bytes).map_err(std::io::Error::other)?;
     writer.finish().map_err(std::io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The columns with ink of `text` drawn alone.
+    fn inked_columns(text: &str) -> Vec<usize> {
+        let s = Scene {
+            width: 200,
+            height: 8,
+            items: vec![Item::Text { x: 0, y: 0, scale: 1, rgb: [0; 3], text: text.into() }],
+        };
+        let px = s.rasterize();
+        (0..200).filter(|&x| (0..8).any(|y| px[y * 200 + x] != [255; 3])).collect()
+    }
+
+    #[test]
+    fn every_character_is_one_cell_wide() {
+        // `…` and `µ` are one glyph each, so the label is as wide as its characters.
+        for text in ["a…b", "aµb", "a?b"] {
+            let cols = inked_columns(text);
+            assert!(cols.iter().any(|&x| x >= 16) && cols.iter().all(|&x| x < 24), "{text}: {cols:?}");
+            assert!(cols.iter().any(|&x| (8..16).contains(&x)), "{text}: the middle glyph has ink");
+        }
+    }
+
+    #[test]
+    fn control_characters_are_drawn_and_written_as_escapes() {
+        let s = Scene {
+            width: 200,
+            height: 10,
+            items: vec![Item::Text { x: 0, y: 0, scale: 1, rgb: [0; 3], text: "a\x1b<b>\u{fffe}".into() }],
+        };
+        let mut svg = Vec::new();
+        s.write_svg(&mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains(">a\\x1b&lt;b&gt;\\u{fffe}</text>"), "{svg}");
+        // Drawn as the 16 characters of the escaped text.
+        let cols = inked_columns("a\x1b<b>\u{fffe}");
+        assert!(cols.iter().any(|&x| x >= 15 * 8) && cols.iter().all(|&x| x < 16 * 8), "{cols:?}");
+    }
 }

@@ -1,8 +1,13 @@
 //! The text rendering of a [`Report`]: aligned tables for people, laid out as mprof laid them
 //! out (percent cells below 1% are left blank, as mprof does, so the eye finds what matters).
+//!
+//! Names come from the trace, so each is written through `names::for_terminal` (one name,
+//! one line, nothing a terminal acts on), and every finished line once more
+//! ([`terminal_lines`]) for whatever text quotes the trace without being a name.
 
 use std::fmt::Write;
 
+use heaplens_interpret::names::for_terminal;
 use heaplens_trace::Op;
 
 use crate::model::{ByClass, CallGraphEdge, Report};
@@ -65,13 +70,23 @@ pub fn render(r: &Report, o: &TextOptions) -> String {
             f(r, o, &mut out);
         }
     }
-    // Blank cells leave trailing spaces; they only get in the way of diffs and copy-paste.
-    let mut trimmed = String::with_capacity(out.len());
-    for line in out.lines() {
-        trimmed.push_str(line.trim_end());
-        trimmed.push('\n');
+    terminal_lines(&out)
+}
+
+/// `text` with each line's trailing spaces trimmed (blank cells leave them; they only get in
+/// the way of diffs and copy-paste) and anything in it a terminal would act on escaped.
+pub fn terminal_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        out.push_str(&for_terminal(line.trim_end()));
+        out.push('\n');
     }
-    trimmed
+    out
+}
+
+/// Names as a table shows them: escaped, and joined by `sep`.
+fn joined(names: &[String], sep: &str) -> String {
+    names.iter().map(|n| for_terminal(n)).collect::<Vec<_>>().join(sep)
 }
 
 /// `1.95 MiB`-style size.
@@ -101,13 +116,14 @@ pub fn human_ns(ns: u64) -> String {
 }
 
 /// An argument as a shell would need it, on one line: bare when safe, single-quoted when it has
-/// spaces or shell syntax, Rust-escaped (`"a\nb"`) when it has control characters.
+/// spaces or shell syntax, double-quoted with escapes (`"a\nb"`) when it has characters a
+/// terminal acts on.
 fn shell_quote(a: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
     if !a.is_empty() && a.chars().all(safe) {
         a.to_string()
-    } else if a.chars().any(char::is_control) {
-        format!("{a:?}")
+    } else if for_terminal(a) != a {
+        format!("\"{}\"", for_terminal(&a.replace('\\', "\\\\").replace('"', "\\\"")))
     } else {
         format!("'{}'", a.replace('\'', "'\\''"))
     }
@@ -143,7 +159,7 @@ fn labelled(counts: &std::collections::BTreeMap<String, u64>) -> String {
 
 fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
     let s = &r.summary;
-    let _ = writeln!(out, "heaplens report: {}", r.trace.path);
+    let _ = writeln!(out, "heaplens report: {}", for_terminal(&r.trace.path));
     process_lines(&r.trace, &r.process, out);
     if r.trace.sample_rate > 0 {
         let _ = writeln!(
@@ -155,7 +171,7 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
         );
     }
     for w in &r.trace.symbol_warnings {
-        let _ = writeln!(out, "  warning              {w}");
+        let _ = writeln!(out, "  warning              {}", for_terminal(w));
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "SUMMARY");
@@ -269,7 +285,7 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "  {:>10} {:>20}  path", "allocs", "bytes (%)");
     let n = o.limit(r.leaks.len());
     for l in &r.leaks[..n] {
-        let path = if l.path.is_empty() { "<no stack>".to_string() } else { l.path.join(" > ") };
+        let path = if l.path.is_empty() { "<no stack>".to_string() } else { joined(&l.path, " > ") };
         let cut = if l.cut { "... > " } else { "" };
         let _ = writeln!(out, "  {:>10} {}  {cut}{path}", l.allocs, bytes_pct(l.bytes, l.percent, 14));
     }
@@ -299,7 +315,7 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
             bytes_pct(row.bytes, row.bytes_percent, 14),
             row.frees,
             bytes_pct(row.kept_bytes, row.kept_percent, 14),
-            row.types.join(", ")
+            joined(&row.types, ", ")
         );
     }
     let t = &b.total;
@@ -355,7 +371,7 @@ fn lifetime_rows(out: &mut String, o: &TextOptions, title: &str, rows: &[&crate:
             human_ns(row.max_ns),
             row.median_steps,
             row.live_at_exit,
-            row.function
+            for_terminal(&row.function)
         );
     }
     more(out, n, rows.len(), "functions");
@@ -386,7 +402,7 @@ fn direct(r: &Report, o: &TextOptions, out: &mut String) {
             row.kept_bytes,
             classes(row.kept_percent_by_class),
             row.calls,
-            row.function
+            for_terminal(&row.function)
         );
     }
     more(out, n, d.rows.len(), "functions");
@@ -407,7 +423,13 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
         let _ = writeln!(
             out,
             "  {:<7} {:>6} {:>14} {:>14} {:>15}      {} [{}]",
-            "", "", e.self_bytes, e.bytes, called, e.name, e.index
+            "",
+            "",
+            e.self_bytes,
+            e.bytes,
+            called,
+            for_terminal(&e.name),
+            e.index
         );
     };
     let n = o.limit(r.call_graph.len());
@@ -426,7 +448,7 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
             e.self_bytes,
             e.inclusive_bytes,
             called,
-            e.name,
+            for_terminal(&e.name),
             e.index
         );
         if e.is_cycle {
@@ -438,7 +460,7 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
                 "",
                 "",
                 "",
-                e.members.join(", ")
+                joined(&e.members, ", ")
             );
         }
         for c in &e.callees {
@@ -461,7 +483,15 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote("x\ny"), "\"x\\ny\"");
+        assert_eq!(shell_quote("a\x1b[2J\"\\"), r#""a\x1b[2J\"\\""#);
+        assert_eq!(shell_quote("r\u{202e}l"), r#""r\u{202e}l""#);
         assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn no_line_holds_what_a_terminal_acts_on() {
+        assert_eq!(terminal_lines("a \x1b[31m\x07 \n\tb\x01  \n"), "a \\x1b[31m\\x07\n\\tb\\x01\n");
+        assert_eq!(joined(&["x\ny".into(), "z".into()], " > "), "x\\ny > z");
     }
 
     #[test]

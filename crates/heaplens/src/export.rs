@@ -3,6 +3,7 @@
 use std::io::{self, IsTerminal};
 
 use heaplens_export::{default_metric, export, Format, Metric, Options};
+use heaplens_interpret::names::for_terminal;
 
 use crate::{ExportArgs, ExportFormat, ExportMetric};
 
@@ -33,7 +34,7 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
     let opts = Options { format, metric, progress: io::stderr().is_terminal() };
     let done = export(&a.trace, &a.output, &opts)?;
     for w in &done.warnings {
-        eprintln!("heaplens: warning: {w}");
+        eprintln!("heaplens: warning: {}", for_terminal(w));
     }
     eprintln!("heaplens: wrote {} stacks to {}", done.stacks, a.output.display());
     Ok(())

@@ -466,7 +466,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("heaplens: error: {e:#}");
+            // An error can quote the trace (a module path, a name): nothing in it may act.
+            eprintln!("heaplens: error: {}", heaplens_interpret::names::for_terminal(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

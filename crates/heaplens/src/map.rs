@@ -3,6 +3,7 @@
 use std::io::{BufWriter, Write};
 
 use anyhow::Context;
+use heaplens_interpret::names::for_terminal;
 use heaplens_map::{map_file, Align, Bins, ColorBy, Cushion, MapOptions};
 
 use crate::picture::{is_svg, options, write_to};
@@ -59,7 +60,7 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
         a.output.display()
     );
     for e in &map.legend {
-        eprintln!("heaplens:   {} {}", heaplens_map::color::hex(e.rgb), e.label);
+        eprintln!("heaplens:   {} {}", heaplens_map::color::hex(e.rgb), for_terminal(&e.label));
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 use std::io::{BufWriter, Write};
 
 use anyhow::Context;
+use heaplens_interpret::names::for_terminal;
 use heaplens_map::{timeline_file, MapOptions};
 
 use crate::picture::{is_svg, options, write_to};
@@ -34,7 +35,7 @@ pub fn execute(a: &TimelineArgs) -> anyhow::Result<()> {
         t.peak.1
     );
     for (site, bytes) in t.at_peak.iter().filter(|(_, b)| *b > 0) {
-        eprintln!("heaplens:   {bytes:>12}  {}", site.as_deref().unwrap_or("the rest"));
+        eprintln!("heaplens:   {bytes:>12}  {}", for_terminal(site.as_deref().unwrap_or("the rest")));
     }
     Ok(())
 }

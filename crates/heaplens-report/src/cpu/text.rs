@@ -1,19 +1,27 @@
 //! `heaplens report --cpu` as text: gprof's flat profile and call graph, CPU time per thread.
+//! Names (functions, modules, threads) come from the trace: each is written through
+//! `names::for_terminal`, and the whole text through `render_text::terminal_lines`.
 
 use std::fmt::Write;
 
+use heaplens_interpret::names::for_terminal;
+
 use super::model::{CpuGraphEdge, CpuReport};
-use crate::render_text::{human_ns, process_lines};
+use crate::render_text::{human_ns, process_lines, terminal_lines};
 
 /// Renders the profile; `top` rows per table (0 = all).
 pub fn render(r: &CpuReport, top: usize) -> String {
+    terminal_lines(&render_raw(r, top))
+}
+
+fn render_raw(r: &CpuReport, top: usize) -> String {
     let limit = |n: usize| if top == 0 { n } else { n.min(top) };
     let mut out = String::new();
     let o = &mut out;
-    let _ = writeln!(o, "heaplens report --cpu: {}", r.trace.path);
+    let _ = writeln!(o, "heaplens report --cpu: {}", for_terminal(&r.trace.path));
     process_lines(&r.trace, &r.process, o);
     for w in &r.trace.symbol_warnings {
-        let _ = writeln!(o, "  warning              {w}");
+        let _ = writeln!(o, "  warning              {}", for_terminal(w));
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "CPU SAMPLES");
@@ -59,11 +67,11 @@ pub fn render(r: &CpuReport, top: usize) -> String {
             o,
             "  {:>8} {:<16} {:>9} {:>12} {:>6.1}  {}",
             t.tid,
-            t.name,
+            for_terminal(&t.name),
             t.samples,
             human_ns(t.cpu_ns),
             t.percent,
-            t.top_function
+            for_terminal(&t.top_function)
         );
     }
     let _ = writeln!(o);
@@ -77,7 +85,7 @@ pub fn render(r: &CpuReport, top: usize) -> String {
         "%self", "cumul%", "self", "samples", "%total", "total", "samples"
     );
     for f in &r.flat[..limit(r.flat.len())] {
-        let module = f.module.as_deref().map(|m| format!(" ({m})")).unwrap_or_default();
+        let module = f.module.as_deref().map(|m| format!(" ({})", for_terminal(m))).unwrap_or_default();
         let _ = writeln!(
             o,
             "  {:>6.1} {:>7.1} {:>12} {:>8} {:>6.1} {:>12} {:>8}  {}{}",
@@ -88,7 +96,7 @@ pub fn render(r: &CpuReport, top: usize) -> String {
             f.inclusive_percent,
             human_ns(f.inclusive_ns),
             f.inclusive_samples,
-            f.function,
+            for_terminal(&f.function),
             module
         );
     }
@@ -115,7 +123,7 @@ pub fn render(r: &CpuReport, top: usize) -> String {
             human_ns(e.self_ns),
             human_ns(e.ns),
             called,
-            e.name,
+            for_terminal(&e.name),
             e.index
         );
     };
@@ -138,7 +146,7 @@ pub fn render(r: &CpuReport, top: usize) -> String {
             human_ns(e.self_ns),
             human_ns(e.inclusive_ns),
             called,
-            e.name,
+            for_terminal(&e.name),
             e.index
         );
         if e.is_cycle {
@@ -150,7 +158,7 @@ pub fn render(r: &CpuReport, top: usize) -> String {
                 "",
                 "",
                 "",
-                e.members.join(", ")
+                e.members.iter().map(|m| for_terminal(m)).collect::<Vec<_>>().join(", ")
             );
         }
         for c in &e.callees {

@@ -1,9 +1,12 @@
 //! The C++ tables as text, after mtrace++'s `stat` output: the analysis by invocation scenario
 //! with its two columns, then the per-class, object distribution, allocation path (DACT),
-//! depth (DAT) and entry point tables.
+//! depth (DAT) and entry point tables. Class names and paths come from the trace: each is
+//! written through `names::for_terminal`.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
+
+use heaplens_interpret::names::for_terminal;
 
 use super::model::{CountBytes, CxxTables};
 use super::scenario::Scenario;
@@ -57,7 +60,7 @@ pub fn render(t: &CxxTables, top: usize, out: &mut String) {
     let _ = writeln!(out, "  {:>10} {:>12}  class / scenario", "allocs", "bytes");
     let n = limit(t.classes.len());
     for c in &t.classes[..n] {
-        let _ = writeln!(out, "  {:>10} {:>12}  {}", c.total.count, c.total.bytes, c.class);
+        let _ = writeln!(out, "  {:>10} {:>12}  {}", c.total.count, c.total.bytes, for_terminal(&c.class));
         for (s, cb) in &c.by_scenario {
             let _ = writeln!(out, "  {:>10} {:>12}      {}", cb.count, cb.bytes, s.label());
         }
@@ -101,7 +104,11 @@ pub fn render(t: &CxxTables, top: usize, out: &mut String) {
     let _ = writeln!(out, "  {:<8} {:>8} {:>10} {:>12}  path", "entry", "size", "allocs", "bytes");
     let n = limit(t.paths.len());
     for p in &t.paths[..n] {
-        let path = if p.path.is_empty() { "(outside classes)".to_string() } else { p.path.join(" -> ") };
+        let path = if p.path.is_empty() {
+            "(outside classes)".to_string()
+        } else {
+            p.path.iter().map(|f| for_terminal(f)).collect::<Vec<_>>().join(" -> ")
+        };
         let _ = writeln!(out, "  {:<8} {:>8} {:>10} {:>12}  {path}", p.entry, p.size, p.count, p.bytes);
     }
     more(out, n, t.paths.len(), "paths");
@@ -110,7 +117,7 @@ pub fn render(t: &CxxTables, top: usize, out: &mut String) {
     let _ = writeln!(out, "  {:>4}  {:<40}  class", "max", "depth:allocs");
     let row = |class: &str, max: usize, by: &[u64]| {
         let d: Vec<String> = by.iter().enumerate().filter(|(_, &n)| n > 0).map(|(d, n)| format!("{d}:{n}")).collect();
-        format!("  {max:>4}  {:<40}  {class}\n", d.join(" "))
+        format!("  {max:>4}  {:<40}  {}\n", d.join(" "), for_terminal(class))
     };
     out.push_str(&row("<all>", t.depth.overall.max, &t.depth.overall.allocations));
     let n = limit(t.depth.classes.len());
@@ -133,7 +140,8 @@ pub fn render(t: &CxxTables, top: usize, out: &mut String) {
             let c = r.by_entry.get(*e).map_or(0, |cb| cb.count);
             let _ = write!(line, " {:>8}", if c == 0 { String::new() } else { c.to_string() });
         }
-        let _ = writeln!(out, "{line} {:>12}  {}", r.total.bytes, r.class.as_deref().unwrap_or("(outside classes)"));
+        let class = r.class.as_deref().unwrap_or("(outside classes)");
+        let _ = writeln!(out, "{line} {:>12}  {}", r.total.bytes, for_terminal(class));
     }
     more(out, n, t.entry_points.len(), "classes");
 }
