@@ -241,6 +241,10 @@ pub struct DirectRow {
     pub function: String,
     /// Module basename.
     pub module: Option<String>,
+    /// The library function most of its bytes came through (`std::vector<…>::push_back`),
+    /// when the attribution passed over library frames to reach it; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     /// Bytes it allocated.
     pub bytes: u64,
     /// Share of all bytes allocated.

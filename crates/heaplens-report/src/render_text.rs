@@ -388,6 +388,10 @@ fn direct(r: &Report, o: &TextOptions, out: &mut String) {
             row.calls,
             row.function
         );
+        if let Some(via) = &row.via {
+            out.truncate(out.len() - 1);
+            let _ = writeln!(out, "  via {via}");
+        }
     }
     more(out, n, d.rows.len(), "functions");
 }

@@ -5,6 +5,7 @@ use std::io::{self, IsTerminal, Write};
 
 use anyhow::Context;
 use heaplens_report::render_text::{self, TextOptions};
+use heaplens_interpret::paths::Attribution;
 use heaplens_report::{analyze_file, Options, Report};
 
 use crate::{Format, ReportArgs};
@@ -34,12 +35,33 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
         lifetimes: a.lifetimes,
         cxx: a.cxx,
         naming: heaplens_interpret::paths::Naming { by_line: a.lines, full_names: a.full_names },
+        attribution: attribution(a)?,
         payload_budget: (a.memory << 20) as usize,
     };
     if a.cpu || cpu_only(&a.trace) {
         return cpu_report(a, &opts);
     }
     memory_report(a, &opts)
+}
+
+/// The attribution rule the options ask for: the program's own code, past the patterns of
+/// `--skip` and `--skip-file`, or the innermost frame with `--raw-frames`.
+fn attribution(a: &ReportArgs) -> anyhow::Result<Attribution> {
+    if a.raw_frames {
+        return Ok(Attribution::raw());
+    }
+    let mut skip = a.skip.clone();
+    if let Some(file) = &a.skip_file {
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let re = regex::Regex::new(line).with_context(|| format!("{}:{n}: not a regular expression", file.display()))?;
+            skip.push(re);
+        }
+    }
+    Ok(Attribution::own_code(skip))
 }
 
 /// The memory report (summary and tables) in the format asked for.
