@@ -6,6 +6,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::load::StackTable;
 use crate::progress::Progress;
+use crate::suppress::Suppressions;
 use crate::symbolize::{Frame, Symbolizer};
 
 /// Index into [`FrameTable::functions`].
@@ -260,6 +261,9 @@ pub struct Paths {
     /// Per path, the library frame its attribution passed over last ([`NO_SITE`] for none);
     /// empty when paths were not attributed.
     via: Vec<SiteId>,
+    /// Per path, the index of its suppression ([`NO_SUPPRESSION`] for none); empty without
+    /// suppressions.
+    suppressed: Vec<u16>,
 }
 
 impl Paths {
@@ -273,6 +277,12 @@ impl Paths {
     /// `std::vector<…>::push_back`): the outermost frame [`Attribution`] cut off its inner end.
     pub fn via(&self, i: usize) -> Option<SiteId> {
         self.via.get(i).copied().filter(|&s| s != NO_SITE)
+    }
+
+    /// The suppression (an index into [`Suppressions::list`]) the `i`th path's blocks live at
+    /// exit fall under: they are the runtime's by design, or the user said so.
+    pub fn suppression(&self, i: usize) -> Option<usize> {
+        self.suppressed.get(i).copied().filter(|&s| s != NO_SUPPRESSION).map(usize::from)
     }
 
     /// Number of paths.
@@ -310,30 +320,29 @@ pub struct Naming {
 /// path's *via* ([`Paths::via`]). A path of library frames alone keeps its outermost one.
 /// [`Attribution::raw`] charges the innermost frame, whatever it is (exports and flame graphs
 /// keep full stacks that way).
-#[derive(Debug, Clone, Default)]
+///
+/// The same pass finds, for each path, the suppression its blocks live at exit fall under
+/// ([`Paths::suppression`]; see [`crate::suppress`]).
+#[derive(Debug, Clone)]
 pub struct Attribution {
     /// Pass over library frames at the inner end.
     pub own_code: bool,
     /// Also pass over frames whose function name matches one of these.
     pub skip: Vec<regex::Regex>,
+    /// Which paths allocate what is not a leak when live at exit.
+    pub suppressions: Suppressions,
 }
 
 impl Attribution {
-    /// The program's own code, with `skip` patterns added to the library rule.
+    /// The program's own code, with `skip` patterns added to the library rule, and the
+    /// runtime's suppressions.
     pub fn own_code(skip: Vec<regex::Regex>) -> Self {
-        Self { own_code: true, skip }
+        Self { own_code: true, skip, suppressions: Suppressions::default() }
     }
 
-    /// The innermost frame, whatever it is.
+    /// The innermost frame, whatever it is; no suppression.
     pub fn raw() -> Self {
-        Self::default()
-    }
-
-    fn passes_over(&self, name: &str, module: Option<&str>) -> bool {
-        // The allocator shims come back into view when a program's own wrapper sat inside them
-        // (a counting `#[global_allocator]` under `__rust_alloc`).
-        (self.own_code && (is_library_frame(name, module) || matches(name, ALLOCATOR_FRAMES)))
-            || self.skip.iter().any(|r| r.is_match(name))
+        Self { own_code: false, skip: Vec::new(), suppressions: Suppressions::none() }
     }
 }
 
@@ -438,8 +447,8 @@ fn resolve_paths(
 
     // 3. Paths, trimmed.
     let mut paths = Paths::default();
-    // Per function, whether attribution passes over it (decided once: regexes cost).
-    let mut fn_passed: Vec<Option<bool>> = vec![None; table.functions.len()];
+    // Per function, what attribution and suppression make of it (decided once: regexes cost).
+    let mut classes: Vec<Option<FnClass>> = vec![None; table.functions.len()];
     let mut buf: Vec<SiteId> = Vec::new();
     for &id in ids {
         buf.clear();
@@ -456,7 +465,11 @@ fn resolve_paths(
             buf.retain(|&s| !is_monitor(&table, s));
         }
         let (pool, kept) = trim(&table, &buf, inner);
-        let (via, kept) = attribute(&table, kept, attribution, &mut fn_passed);
+        let mut class = |s: SiteId| classify(&table, s, attribution, &mut classes);
+        if !attribution.suppressions.is_empty() {
+            paths.suppressed.push(suppression(kept, &mut class).map_or(NO_SUPPRESSION, |i| i as u16));
+        }
+        let (via, kept) = attribute(kept, attribution, &mut class);
         let start = paths.arena.len() as u32;
         paths.arena.extend(pool);
         paths.arena.extend_from_slice(kept);
@@ -475,28 +488,63 @@ fn is_monitor(t: &FrameTable, s: SiteId) -> bool {
 
 /// No call site: a path charged to its innermost frame has no via.
 const NO_SITE: SiteId = SiteId::MAX;
+/// No suppression for a path.
+const NO_SUPPRESSION: u16 = u16::MAX;
+
+/// What attribution and suppression make of a function.
+#[derive(Clone, Copy)]
+struct FnClass {
+    /// Attribution passes over it.
+    passed: bool,
+    /// It is the runtime's or an allocator's ([`is_library_frame`], [`ALLOCATOR_FRAMES`]).
+    library: bool,
+    /// The runtime suppression naming it.
+    runtime: Option<usize>,
+    /// The user suppression matching it.
+    user: Option<usize>,
+}
+
+fn classify(t: &FrameTable, s: SiteId, a: &Attribution, cache: &mut [Option<FnClass>]) -> FnClass {
+    let f = t.function_of(s);
+    *cache[f as usize].get_or_insert_with(|| {
+        let (name, module) = (t.base_name(f), t.functions[f as usize].module.as_deref());
+        let library = is_library_frame(name, module) || matches(name, ALLOCATOR_FRAMES);
+        FnClass {
+            passed: (a.own_code && library) || a.skip.iter().any(|r| r.is_match(name)),
+            library,
+            runtime: if library { a.suppressions.runtime_match(name) } else { None },
+            user: a.suppressions.user_match(name, module),
+        }
+    })
+}
+
+/// The suppression of a path: a runtime one naming a frame of its library part (the frames
+/// inner to the program's first), else the first user one matching any frame.
+fn suppression(path: &[SiteId], class: &mut impl FnMut(SiteId) -> FnClass) -> Option<usize> {
+    let mut runtime = None;
+    for &s in path {
+        let c = class(s);
+        if !c.library {
+            break;
+        }
+        runtime = runtime.or(c.runtime);
+    }
+    runtime.or_else(|| path.iter().find_map(|&s| class(s).user))
+}
 
 /// Cuts the library frames (and the user's skipped ones) off the inner end of `path` under
-/// `attribution`; returns the outermost frame cut (the library function the program called)
-/// and the rest. A path of nothing but such frames keeps its outermost one.
+/// the attribution `class` gives; returns the outermost frame cut (the library function the
+/// program called) and the rest. A path of nothing but such frames keeps its outermost one.
 fn attribute<'a>(
-    t: &FrameTable,
     path: &'a [SiteId],
     attribution: &Attribution,
-    passed: &mut [Option<bool>],
+    class: &mut impl FnMut(SiteId) -> FnClass,
 ) -> (Option<SiteId>, &'a [SiteId]) {
     if !attribution.own_code && attribution.skip.is_empty() {
         return (None, path);
     }
-    let mut passes = |s: SiteId| {
-        let f = t.function_of(s);
-        *passed[f as usize].get_or_insert_with(|| {
-            let info = &t.functions[f as usize];
-            attribution.passes_over(t.base_name(f), info.module.as_deref())
-        })
-    };
     let mut start = 0;
-    while path.len() - start > 1 && passes(path[start]) {
+    while path.len() - start > 1 && class(path[start]).passed {
         start += 1;
     }
     (start.checked_sub(1).map(|i| path[i]), &path[start..])

@@ -117,11 +117,20 @@ fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options, s
     let inp = Inputs { replay: r, frames: &frames, paths: &paths };
     let mut info = summary::trace_info(trace, r, paths.incomplete);
     info.symbol_warnings = sym.warnings();
+    let suppressions = leaks::suppressions(inp, opts.attribution.suppressions.list());
+    let mut summary = summary::summary(trace, r);
+    // Suppressed blocks move out of the leaks; what the trace says was live stays exact.
+    summary.suppressed_objects = suppressions.iter().map(|s| s.blocks).sum::<u64>().min(summary.leaked_objects);
+    summary.suppressed_bytes = suppressions.iter().map(|s| s.bytes).sum::<u64>().min(summary.leaked_bytes);
+    summary.leaked_objects -= summary.suppressed_objects;
+    summary.leaked_bytes -= summary.suppressed_bytes;
     Report {
         trace: info,
         process: summary::process_info(trace),
-        summary: summary::summary(trace, r),
-        leaks: leaks::leaks(inp, opts.leak_depth, opts.call_sites),
+        summary,
+        leaks: leaks::leaks(inp, opts.leak_depth, opts.call_sites, false),
+        suppressed_leaks: leaks::leaks(inp, opts.leak_depth, opts.call_sites, true),
+        suppressions,
         bins: bins::bins(&r.bins, &program_types(trace)),
         direct: direct::direct(inp),
         call_graph: callgraph::call_graph(inp),

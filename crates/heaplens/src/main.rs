@@ -169,6 +169,13 @@ pub struct ReportArgs {
     /// internals included), as mprof did.
     #[arg(long, conflicts_with_all = ["skip", "skip_file"])]
     pub raw_frames: bool,
+    /// Blocks live at exit that are not leaks, in LeakSanitizer's format: `leak:PATTERN` lines
+    /// matched against every frame's function and module (`*` any run of characters, `^` and `$`
+    /// anchor). They are counted apart from the leaks, as the runtime's own one-time buffers
+    /// (stdio, TLS, locale, ...) always are; the report says which matched how many blocks.
+    /// May be given several times.
+    #[arg(long, value_name = "FILE")]
+    pub suppressions: Vec<PathBuf>,
     /// Rows shown per table (0 = all).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,

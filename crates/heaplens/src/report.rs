@@ -6,6 +6,7 @@ use std::io::{self, IsTerminal, Write};
 use anyhow::Context;
 use heaplens_report::render_text::{self, TextOptions};
 use heaplens_interpret::paths::Attribution;
+use heaplens_interpret::suppress::Suppressions;
 use heaplens_report::{analyze_file, Options, Report};
 
 use crate::{Format, ReportArgs};
@@ -45,11 +46,9 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
 }
 
 /// The attribution rule the options ask for: the program's own code, past the patterns of
-/// `--skip` and `--skip-file`, or the innermost frame with `--raw-frames`.
+/// `--skip` and `--skip-file`, or the innermost frame with `--raw-frames`; with the runtime's
+/// suppressions and those of `--suppressions` files.
 fn attribution(a: &ReportArgs) -> anyhow::Result<Attribution> {
-    if a.raw_frames {
-        return Ok(Attribution::raw());
-    }
     let mut skip = a.skip.clone();
     if let Some(file) = &a.skip_file {
         let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -61,7 +60,14 @@ fn attribution(a: &ReportArgs) -> anyhow::Result<Attribution> {
             skip.push(re);
         }
     }
-    Ok(Attribution::own_code(skip))
+    let mut attribution = if a.raw_frames { Attribution::raw() } else { Attribution::own_code(skip) };
+    let mut suppressions = Suppressions::default();
+    for file in &a.suppressions {
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        suppressions.add_lsan(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    }
+    attribution.suppressions = suppressions;
+    Ok(attribution)
 }
 
 /// The memory report (summary and tables) in the format asked for.
@@ -81,6 +87,7 @@ fn memory_report(a: &ReportArgs, opts: &Options) -> anyhow::Result<()> {
             let t = TextOptions {
                 summary: !only,
                 leaks: !only || a.leaks,
+                suppressed: !only,
                 bins: !only || a.bins,
                 direct: !only || a.direct,
                 call_graph: !only || a.call_graph,

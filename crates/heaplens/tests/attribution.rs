@@ -128,3 +128,39 @@ fn churn_is_charged_to_churn_cpp() {
     assert_eq!(top["module"], "churn", "the top row is a function of churn.cpp: {top}");
     assert!(u(top, "bytes") * 10 >= u(&v, "direct/total/bytes") * 9, "{top}");
 }
+
+#[test]
+fn runtime_buffers_are_not_leaks() {
+    let dir = WorkDir::new("attr-suppress");
+    let exe = compile_c(&dir, "runtime_buffers.c", &["-pthread"]);
+    let trace = dir.join("rb.hltrace");
+    // stdout is a pipe here: stdio allocates its buffer, never freed by design.
+    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("runtime_buffers under heaplens");
+    let t = truth(&out.stdout, "runtime_buffers");
+    let v = report_args(&dir, &trace, &[]);
+    assert_consistent(&v);
+    let leaked = (u(&v, "summary/leaked_objects"), u(&v, "summary/leaked_bytes"));
+    assert_eq!(leaked, (num(&t, "leaked_objects"), num(&t, "leaked_bytes")), "{:#}", at(&v, "summary"));
+    let rows = arr(&v, "suppressions");
+    let stdio = rows.iter().find(|r| r["pattern"] == "_IO_file_doallocate").expect("the stdio buffer is suppressed");
+    assert_eq!((stdio["origin"].as_str(), u(stdio, "blocks")), (Some("runtime"), 1));
+    assert!(u(stdio, "bytes") >= 1024, "{stdio}");
+    let paths: Vec<Vec<String>> = arr(&v, "leaks").iter().map(leak_path).collect();
+    assert_eq!(paths, vec![vec!["main".to_string(), "make_leak".to_string()]]);
+
+    // A suppressions file moves the program's leak out too, and says what matched.
+    let file = dir.join("lsan.supp");
+    std::fs::write(&file, "# known\nleak:^make_leak$\n").unwrap();
+    let s = report_args(&dir, &trace, &["--suppressions", file.to_str().unwrap()]);
+    assert_consistent(&s);
+    assert_eq!((u(&s, "summary/leaked_objects"), u(&s, "summary/leaked_bytes")), (0, 0));
+    let user = arr(&s, "suppressions").iter().find(|r| r["origin"] == "user").expect("the user's suppression");
+    assert_eq!((user["pattern"].as_str(), u(user, "blocks"), u(user, "bytes")), (Some("^make_leak$"), 3, 192));
+    let text = heaplens(&dir, &["report", trace.to_str().unwrap(), "--suppressions", file.to_str().unwrap()]);
+    let text = text.ok("text report").stdout;
+    assert!(text.contains("user:^make_leak$"), "{text}");
+    assert!(text.contains("no leaks: only suppressed blocks"), "{text}");
+    // --leaks alone leaves the suppressed blocks out.
+    let only = heaplens(&dir, &["report", trace.to_str().unwrap(), "--leaks"]).ok("--leaks").stdout;
+    assert!(!only.contains("SUPPRESSED") && only.contains("make_leak"), "{only}");
+}
