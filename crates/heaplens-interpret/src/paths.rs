@@ -110,7 +110,9 @@ pub fn is_library_frame(name: &str, module: Option<&str>) -> bool {
             _ => {}
         }
     }
-    in_library_namespace(qualified) || is_library_impl(qualified) || module.is_some_and(|m| MODULES.iter().any(|p| m.starts_with(p)))
+    in_library_namespace(qualified)
+        || is_library_impl(qualified)
+        || module.is_some_and(|m| MODULES.iter().any(|p| m.starts_with(p)))
 }
 
 /// The namespaces of the C++ standard library and of Rust's `alloc`, `core` and `std` (and
@@ -160,8 +162,24 @@ fn is_library_impl(qualified: &str) -> bool {
     let primitive = self_type.starts_with(['[', '(', '*'])
         || matches!(
             self_type,
-            "str" | "bool" | "char" | "u8" | "u16" | "u32" | "u64" | "u128" | "usize" | "i8" | "i16" | "i32" | "i64"
-                | "i128" | "isize" | "f32" | "f64" | "…"
+            "str"
+                | "bool"
+                | "char"
+                | "u8"
+                | "u16"
+                | "u32"
+                | "u64"
+                | "u128"
+                | "usize"
+                | "i8"
+                | "i16"
+                | "i32"
+                | "i64"
+                | "i128"
+                | "isize"
+                | "f32"
+                | "f64"
+                | "…"
         )
         || (self_type.len() == 1 && self_type.starts_with(|c: char| c.is_ascii_uppercase()));
     primitive && (!is_trait || in_library_namespace(&rest[end + 4..]))
@@ -609,7 +627,8 @@ mod tests {
         ] {
             assert!(is_library_frame(lib, Some("app")), "{lib}");
         }
-        for own in ["app::build_index", "<app::Config as core::clone::Clone>::clone", "<app::Cache<…>>::fill", "main"] {
+        for own in ["app::build_index", "<app::Config as core::clone::Clone>::clone", "<app::Cache<…>>::fill", "main"]
+        {
             assert!(!is_library_frame(own, Some("app")), "{own}");
         }
     }
@@ -635,7 +654,12 @@ mod tests {
         assert_eq!(p.get(0).iter().map(|&s| name(&t, s)).collect::<Vec<_>>(), ["main"]);
         assert_eq!(p.via(0).map(|s| name(&t, s)).as_deref(), Some("fill"));
         let (t, p) = resolve_attributed(&st, &[5], &mut sym, false, Naming::default(), &Attribution::raw());
-        assert_eq!(p.get(0).len(), 4, "raw keeps the library frames: {:?}", p.get(0).iter().map(|&s| name(&t, s)).collect::<Vec<_>>());
+        assert_eq!(
+            p.get(0).len(),
+            4,
+            "raw keeps the library frames: {:?}",
+            p.get(0).iter().map(|&s| name(&t, s)).collect::<Vec<_>>()
+        );
         assert_eq!(p.via(0), None);
     }
 

@@ -215,7 +215,10 @@ mod tests {
         assert_eq!(s.runtime_match("_nl_intern_locale_data").map(|i| s.list()[i].what), Some("locale data"));
         assert_eq!(s.runtime_match("main"), None);
         assert_eq!(s.user_match("make_leak", None).map(|i| s.list()[i].pattern.as_str()), Some("make_leak"));
-        assert_eq!(s.user_match("f", Some("libthird.so.2")).map(|i| s.list()[i].pattern.as_str()), Some("libthird*.so"));
+        assert_eq!(
+            s.user_match("f", Some("libthird.so.2")).map(|i| s.list()[i].pattern.as_str()),
+            Some("libthird*.so")
+        );
         assert_eq!(s.user_match("f", Some("libc.so.6")), None);
         assert!(s.add_lsan("nonsense").is_err());
         assert!(s.add_lsan("leak:").is_err());

@@ -30,7 +30,16 @@ pub struct TextOptions {
 
 impl Default for TextOptions {
     fn default() -> Self {
-        Self { summary: true, leaks: true, suppressed: true, bins: true, direct: true, call_graph: true, top: 20, leak_depth: 5 }
+        Self {
+            summary: true,
+            leaks: true,
+            suppressed: true,
+            bins: true,
+            direct: true,
+            call_graph: true,
+            top: 20,
+            leak_depth: 5,
+        }
     }
 }
 
@@ -200,7 +209,12 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
             out,
             "suppressed",
             s.suppressed_bytes,
-            format!("({}) in {} blocks live at exit, not leaks: {}", human_bytes(s.suppressed_bytes), s.suppressed_objects, what.join(", ")),
+            format!(
+                "({}) in {} blocks live at exit, not leaks: {}",
+                human_bytes(s.suppressed_bytes),
+                s.suppressed_objects,
+                what.join(", ")
+            ),
         );
     }
     let tpct = if s.allocations == 0 { 0.0 } else { s.temporary_allocations as f64 * 100.0 / s.allocations as f64 };
@@ -283,7 +297,11 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)", o.leak_depth);
     estimates(r, out);
     if r.leaks.is_empty() {
-        let none = if r.suppressions.is_empty() { "every tracked allocation was released" } else { "only suppressed blocks are live at exit" };
+        let none = if r.suppressions.is_empty() {
+            "every tracked allocation was released"
+        } else {
+            "only suppressed blocks are live at exit"
+        };
         let _ = writeln!(out, "  no leaks: {none}");
     } else {
         leak_rows(r, o, out);

@@ -4,9 +4,9 @@
 use std::io::{self, IsTerminal, Write};
 
 use anyhow::Context;
-use heaplens_report::render_text::{self, TextOptions};
 use heaplens_interpret::paths::Attribution;
 use heaplens_interpret::suppress::Suppressions;
+use heaplens_report::render_text::{self, TextOptions};
 use heaplens_report::{analyze_file, Options, Report};
 
 use crate::{Format, ReportArgs};
@@ -56,7 +56,8 @@ fn attribution(a: &ReportArgs) -> anyhow::Result<Attribution> {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let re = regex::Regex::new(line).with_context(|| format!("{}:{n}: not a regular expression", file.display()))?;
+            let re =
+                regex::Regex::new(line).with_context(|| format!("{}:{n}: not a regular expression", file.display()))?;
             skip.push(re);
         }
     }

@@ -152,7 +152,11 @@ fn check_heaptrack(dir: &WorkDir, file: &Path, r: &Value) {
     let calls = out.stdout.lines().find_map(|l| l.strip_prefix("calls to allocation functions: ")).expect("calls");
     let calls: u64 = calls.split(' ').next().unwrap().parse().unwrap();
     assert_eq!(calls, u(r, "summary/allocations"), "heaptrack_print's calls to allocation functions");
-    let costs = [("allocations", u(r, "summary/allocations")), ("peak", u(r, "summary/peak_bytes")), ("leaked", live(r, "bytes"))];
+    let costs = [
+        ("allocations", u(r, "summary/allocations")),
+        ("peak", u(r, "summary/peak_bytes")),
+        ("leaked", live(r, "bytes")),
+    ];
     for (cost, want) in costs {
         let stacks = dir.join(format!("heaptrack-{cost}.txt"));
         let mut cmd = Command::new("heaptrack_print");
