@@ -26,6 +26,7 @@ pub mod paths;
 pub mod progress;
 pub mod scan;
 pub mod split;
+pub mod suppress;
 pub mod symbolize;
 pub mod threaded;
 pub mod view;

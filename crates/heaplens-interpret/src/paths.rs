@@ -6,6 +6,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::load::StackTable;
 use crate::progress::Progress;
+use crate::suppress::Suppressions;
 use crate::symbolize::{Frame, Symbolizer};
 
 /// Index into [`FrameTable::functions`].
@@ -83,7 +84,6 @@ fn matches(name: &str, patterns: &[&str]) -> bool {
 /// allocator rather than to the program: views that name "who allocates" skip such frames
 /// (`std::vector<T>::push_back` called from `C::add` counts for `C::add`).
 pub fn is_library_frame(name: &str, module: Option<&str>) -> bool {
-    const NAMESPACES: &[&str] = &["std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "__pstl::"];
     const MODULES: &[&str] = &[
         "libstdc++",
         "libc++",
@@ -110,8 +110,79 @@ pub fn is_library_frame(name: &str, module: Option<&str>) -> bool {
             _ => {}
         }
     }
-    NAMESPACES.iter().any(|n| qualified.starts_with(n))
+    in_library_namespace(qualified)
+        || is_library_impl(qualified)
         || module.is_some_and(|m| MODULES.iter().any(|p| m.starts_with(p)))
+}
+
+/// The namespaces of the C++ standard library and of Rust's `alloc`, `core` and `std` (and
+/// `hashbrown`, the standard `HashMap`'s table).
+fn in_library_namespace(qualified: &str) -> bool {
+    const NAMESPACES: &[&str] =
+        &["std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "__pstl::", "alloc::", "core::", "hashbrown::"];
+    // Names the demangler gave up on (some `std::make_shared` instantiations), by their
+    // Itanium prefix: `_ZSt` std::, `_ZNSt`/`_ZNKSt` nested in std::, `_ZN9__gnu_cxx`.
+    const MANGLED: &[&str] = &["_ZSt", "_ZNSt", "_ZNKSt", "_ZN9__gnu_cxx", "_ZNK9__gnu_cxx"];
+    NAMESPACES.iter().chain(MANGLED).any(|n| qualified.starts_with(n))
+}
+
+/// A Rust method of an impl block, `<Type>::method` or `<Type as Trait>::method`, belongs to the
+/// library when its type does (`<alloc::vec::Vec<…> as core::clone::Clone>::clone`), or when
+/// the type is a primitive, a slice or a generic parameter and the trait, if any, is the
+/// library's (`<[T]>::to_vec`, `<str as alloc::string::ToString>::to_string`). An impl of a
+/// library trait for the program's own type (`<app::Config as core::clone::Clone>::clone`) is
+/// the program's code.
+fn is_library_impl(qualified: &str) -> bool {
+    let Some(rest) = qualified.strip_prefix('<') else { return false };
+    // The self type ends at the ` as ` or the `>` at depth 0 of `rest`.
+    let mut depth = 0i32;
+    let mut end = rest.len();
+    let mut is_trait = false;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '<' | '[' | '(' => depth += 1,
+            ']' | ')' => depth -= 1,
+            '>' if depth == 0 => {
+                end = i;
+                break;
+            }
+            '>' => depth -= 1,
+            ' ' if depth == 0 && rest[i..].starts_with(" as ") => {
+                end = i;
+                is_trait = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let self_type = rest[..end].trim_start_matches('&').trim_start_matches("mut ").trim_start_matches("dyn ");
+    if in_library_namespace(self_type) || is_library_impl(self_type) {
+        return true;
+    }
+    let primitive = self_type.starts_with(['[', '(', '*'])
+        || matches!(
+            self_type,
+            "str"
+                | "bool"
+                | "char"
+                | "u8"
+                | "u16"
+                | "u32"
+                | "u64"
+                | "u128"
+                | "usize"
+                | "i8"
+                | "i16"
+                | "i32"
+                | "i64"
+                | "i128"
+                | "isize"
+                | "f32"
+                | "f64"
+                | "…"
+        )
+        || (self_type.len() == 1 && self_type.starts_with(|c: char| c.is_ascii_uppercase()));
+    primitive && (!is_trait || in_library_namespace(&rest[end + 4..]))
 }
 
 /// A function: its display name and module. Functions are told apart by both.
@@ -205,6 +276,12 @@ pub struct Paths {
     arena: Vec<SiteId>,
     /// Stacks whose trie walk met an undefined node (their paths lack outer frames).
     pub incomplete: u64,
+    /// Per path, the library frame its attribution passed over last ([`NO_SITE`] for none);
+    /// empty when paths were not attributed.
+    via: Vec<SiteId>,
+    /// Per path, the index of its suppression ([`NO_SUPPRESSION`] for none); empty without
+    /// suppressions.
+    suppressed: Vec<u16>,
 }
 
 impl Paths {
@@ -212,6 +289,18 @@ impl Paths {
     pub fn get(&self, i: usize) -> &[SiteId] {
         let (s, n) = self.ranges[i];
         &self.arena[s as usize..(s + n) as usize]
+    }
+
+    /// The library function the `i`th path came through to the allocator (`make_widget` via
+    /// `std::vector<…>::push_back`): the outermost frame [`Attribution`] cut off its inner end.
+    pub fn via(&self, i: usize) -> Option<SiteId> {
+        self.via.get(i).copied().filter(|&s| s != NO_SITE)
+    }
+
+    /// The suppression (an index into [`Suppressions::list`]) the `i`th path's blocks live at
+    /// exit fall under: they are the runtime's by design, or the user said so.
+    pub fn suppression(&self, i: usize) -> Option<usize> {
+        self.suppressed.get(i).copied().filter(|&s| s != NO_SUPPRESSION).map(usize::from)
     }
 
     /// Number of paths.
@@ -237,6 +326,44 @@ pub struct Naming {
     pub full_names: bool,
 }
 
+/// Which frame of a path is charged with its allocation: the attribution rule of every table
+/// that names one function per allocation (the direct allocation table, the call graph's self
+/// column, the leak paths).
+///
+/// By default (`own_code`) a path's inner end is cut past library frames
+/// ([`is_library_frame`]: the C and C++ runtimes, Rust's alloc/core/std and hashbrown, the
+/// replacement allocators, the monitor) and past frames whose name matches one of `skip` (the
+/// user's own wrappers, as pprof's `--drop_frames`), so its first frame is the innermost frame
+/// of the program's own code; the library function the program called is kept apart as the
+/// path's *via* ([`Paths::via`]). A path of library frames alone keeps its outermost one.
+/// [`Attribution::raw`] charges the innermost frame, whatever it is (exports and flame graphs
+/// keep full stacks that way).
+///
+/// The same pass finds, for each path, the suppression its blocks live at exit fall under
+/// ([`Paths::suppression`]; see [`crate::suppress`]).
+#[derive(Debug, Clone)]
+pub struct Attribution {
+    /// Pass over library frames at the inner end.
+    pub own_code: bool,
+    /// Also pass over frames whose function name matches one of these.
+    pub skip: Vec<regex::Regex>,
+    /// Which paths allocate what is not a leak when live at exit.
+    pub suppressions: Suppressions,
+}
+
+impl Attribution {
+    /// The program's own code, with `skip` patterns added to the library rule, and the
+    /// runtime's suppressions.
+    pub fn own_code(skip: Vec<regex::Regex>) -> Self {
+        Self { own_code: true, skip, suppressions: Suppressions::default() }
+    }
+
+    /// The innermost frame, whatever it is; no suppression.
+    pub fn raw() -> Self {
+        Self { own_code: false, skip: Vec::new(), suppressions: Suppressions::none() }
+    }
+}
+
 /// Symbolizes the stacks `ids` (trie node ids) and returns their paths in the same order,
 /// with the default [`Naming`].
 pub fn resolve(stacks: &StackTable, ids: &[u32], sym: &mut dyn Symbolizer, progress: bool) -> (FrameTable, Paths) {
@@ -251,7 +378,20 @@ pub fn resolve_named(
     progress: bool,
     naming: Naming,
 ) -> (FrameTable, Paths) {
-    resolve_paths(stacks, ids, sym, progress, naming, Inner::Allocation)
+    resolve_paths(stacks, ids, sym, progress, naming, Inner::Allocation, &Attribution::raw())
+}
+
+/// [`resolve_named`] with the paths' inner ends cut by `attribution`; [`Paths::via`] gives
+/// what was cut of each.
+pub fn resolve_attributed(
+    stacks: &StackTable,
+    ids: &[u32],
+    sym: &mut dyn Symbolizer,
+    progress: bool,
+    naming: Naming,
+    attribution: &Attribution,
+) -> (FrameTable, Paths) {
+    resolve_paths(stacks, ids, sym, progress, naming, Inner::Allocation, attribution)
 }
 
 /// [`resolve_named`] for the stacks of CPU samples ([`crate::cpu`]): the innermost frame is
@@ -264,7 +404,7 @@ pub fn resolve_samples(
     progress: bool,
     naming: Naming,
 ) -> (FrameTable, Paths) {
-    resolve_paths(stacks, ids, sym, progress, naming, Inner::Sample)
+    resolve_paths(stacks, ids, sym, progress, naming, Inner::Sample, &Attribution::raw())
 }
 
 /// What a path's innermost end is.
@@ -283,6 +423,7 @@ fn resolve_paths(
     progress: bool,
     naming: Naming,
     inner: Inner,
+    attribution: &Attribution,
 ) -> (FrameTable, Paths) {
     // 1. Unique return addresses, visiting each trie node once (stacks share prefixes).
     let mut visited = vec![false; stacks.len()];
@@ -324,6 +465,8 @@ fn resolve_paths(
 
     // 3. Paths, trimmed.
     let mut paths = Paths::default();
+    // Per function, what attribution and suppression make of it (decided once: regexes cost).
+    let mut classes: Vec<Option<FnClass>> = vec![None; table.functions.len()];
     let mut buf: Vec<SiteId> = Vec::new();
     for &id in ids {
         buf.clear();
@@ -340,10 +483,18 @@ fn resolve_paths(
             buf.retain(|&s| !is_monitor(&table, s));
         }
         let (pool, kept) = trim(&table, &buf, inner);
+        let mut class = |s: SiteId| classify(&table, s, attribution, &mut classes);
+        if !attribution.suppressions.is_empty() {
+            paths.suppressed.push(suppression(kept, &mut class).map_or(NO_SUPPRESSION, |i| i as u16));
+        }
+        let (via, kept) = attribute(kept, attribution, &mut class);
         let start = paths.arena.len() as u32;
         paths.arena.extend(pool);
         paths.arena.extend_from_slice(kept);
         paths.ranges.push((start, (pool.is_some() as usize + kept.len()) as u32));
+        if attribution.own_code || !attribution.skip.is_empty() {
+            paths.via.push(via.unwrap_or(NO_SITE));
+        }
     }
     (table, paths)
 }
@@ -351,6 +502,70 @@ fn resolve_paths(
 /// Whether a call site is in the monitor library (`libheaplens_preload*.so`).
 fn is_monitor(t: &FrameTable, s: SiteId) -> bool {
     t.functions[t.function_of(s) as usize].module.as_deref().is_some_and(|m| m.starts_with("libheaplens_preload"))
+}
+
+/// No call site: a path charged to its innermost frame has no via.
+const NO_SITE: SiteId = SiteId::MAX;
+/// No suppression for a path.
+const NO_SUPPRESSION: u16 = u16::MAX;
+
+/// What attribution and suppression make of a function.
+#[derive(Clone, Copy)]
+struct FnClass {
+    /// Attribution passes over it.
+    passed: bool,
+    /// It is the runtime's or an allocator's ([`is_library_frame`], [`ALLOCATOR_FRAMES`]).
+    library: bool,
+    /// The runtime suppression naming it.
+    runtime: Option<usize>,
+    /// The user suppression matching it.
+    user: Option<usize>,
+}
+
+fn classify(t: &FrameTable, s: SiteId, a: &Attribution, cache: &mut [Option<FnClass>]) -> FnClass {
+    let f = t.function_of(s);
+    *cache[f as usize].get_or_insert_with(|| {
+        let (name, module) = (t.base_name(f), t.functions[f as usize].module.as_deref());
+        let library = is_library_frame(name, module) || matches(name, ALLOCATOR_FRAMES);
+        FnClass {
+            passed: (a.own_code && library) || a.skip.iter().any(|r| r.is_match(name)),
+            library,
+            runtime: if library { a.suppressions.runtime_match(name) } else { None },
+            user: a.suppressions.user_match(name, module),
+        }
+    })
+}
+
+/// The suppression of a path: a runtime one naming a frame of its library part (the frames
+/// inner to the program's first), else the first user one matching any frame.
+fn suppression(path: &[SiteId], class: &mut impl FnMut(SiteId) -> FnClass) -> Option<usize> {
+    let mut runtime = None;
+    for &s in path {
+        let c = class(s);
+        if !c.library {
+            break;
+        }
+        runtime = runtime.or(c.runtime);
+    }
+    runtime.or_else(|| path.iter().find_map(|&s| class(s).user))
+}
+
+/// Cuts the library frames (and the user's skipped ones) off the inner end of `path` under
+/// the attribution `class` gives; returns the outermost frame cut (the library function the
+/// program called) and the rest. A path of nothing but such frames keeps its outermost one.
+fn attribute<'a>(
+    path: &'a [SiteId],
+    attribution: &Attribution,
+    class: &mut impl FnMut(SiteId) -> FnClass,
+) -> (Option<SiteId>, &'a [SiteId]) {
+    if !attribution.own_code && attribution.skip.is_empty() {
+        return (None, path);
+    }
+    let mut start = 0;
+    while path.len() - start > 1 && class(path[start]).passed {
+        start += 1;
+    }
+    (start.checked_sub(1).map(|i| path[i]), &path[start..])
 }
 
 /// Cuts a path (innermost first) to the program's own frames: everything outside `main` (when
@@ -397,6 +612,55 @@ mod tests {
         assert!(is_library_frame("_IO_file_doallocate", Some("libc.so.6")));
         assert!(is_library_frame("(anonymous namespace)::pool::pool()", Some("libstdc++.so.6")));
         assert!(!is_library_frame("Registry::grow()", Some("cxx_scenarios")));
+        // Rust: the standard library's growth paths, its impls and blanket impls.
+        for lib in [
+            "alloc::vec::Vec<…>::reserve",
+            "hashbrown::raw::alloc::inner::do_alloc",
+            "<alloc::vec::Vec<…> as core::clone::Clone>::clone",
+            "<[T]>::to_vec",
+            "<str as alloc::string::ToString>::to_string",
+            "<T as alloc::string::ToString>::to_string",
+            "std::collections::hash::map::HashMap<…>::insert",
+            "core::ops::function::FnOnce::call_once",
+            "_ZSt11make_sharedISt5arrayIcLm100EEJEESt10shared_ptrINSt9enable_ifIXntsrSt8is_arrayIT_E5valueES5_E4typeEEDpOT0_",
+            "<<alloc::boxed::Box<…> as core::convert::From<…>>::from as core::ops::function::FnOnce<…>>::call_once",
+        ] {
+            assert!(is_library_frame(lib, Some("app")), "{lib}");
+        }
+        for own in ["app::build_index", "<app::Config as core::clone::Clone>::clone", "<app::Cache<…>>::fill", "main"]
+        {
+            assert!(!is_library_frame(own, Some("app")), "{own}");
+        }
+    }
+
+    #[test]
+    fn attribution_passes_over_library_frames() {
+        let mut st = StackTable::default();
+        // main(0x30) > fill(0x40) > std::vector<…>::push_back (0x50) > _M_realloc_insert (0x60) > operator new (0x70)
+        for (id, addr) in [(1u32, 0x30u64), (2, 0x40), (3, 0x50), (4, 0x60), (5, 0x70)] {
+            st.insert(StackNode { id, parent: id - 1, addr });
+        }
+        let mut sym = MapSymbolizer::new();
+        sym.add(0x30, "main").add(0x40, "fill").add(0x50, "std::vector<…>::push_back(long&&)");
+        sym.add(0x60, "void std::vector<…>::_M_realloc_insert<…>(long&&)").add(0x70, "operator new(unsigned long)");
+        let name = |t: &FrameTable, s: SiteId| t.name(t.function_of(s)).to_string();
+        let own = Attribution::own_code(Vec::new());
+        let (t, p) = resolve_attributed(&st, &[5, 3], &mut sym, false, Naming::default(), &own);
+        assert_eq!(p.get(0).iter().map(|&s| name(&t, s)).collect::<Vec<_>>(), ["fill", "main"]);
+        assert_eq!(p.via(0).map(|s| name(&t, s)).as_deref(), Some("std::vector<…>::push_back(long&&)"));
+        assert_eq!(p.get(1).iter().map(|&s| name(&t, s)).collect::<Vec<_>>(), ["fill", "main"]);
+        let skip = Attribution::own_code(vec![regex::Regex::new("^fill$").unwrap()]);
+        let (t, p) = resolve_attributed(&st, &[5], &mut sym, false, Naming::default(), &skip);
+        assert_eq!(p.get(0).iter().map(|&s| name(&t, s)).collect::<Vec<_>>(), ["main"]);
+        assert_eq!(p.via(0).map(|s| name(&t, s)).as_deref(), Some("fill"));
+        let (t, p) = resolve_attributed(&st, &[5], &mut sym, false, Naming::default(), &Attribution::raw());
+        assert_eq!(
+            p.get(0).len(),
+            4,
+            "raw keeps the library frames: {:?}",
+            p.get(0).iter().map(|&s| name(&t, s)).collect::<Vec<_>>()
+        );
+        assert_eq!(p.via(0), None);
     }
 
     use super::*;

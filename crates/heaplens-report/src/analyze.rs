@@ -24,7 +24,7 @@ use heaplens_interpret::decode::ahead::{Ahead, Slot, StopAhead};
 use heaplens_interpret::load::{LoadError, Sink, Trace};
 use heaplens_interpret::merge::ondisk::BlockAt;
 use heaplens_interpret::merge::Merger;
-use heaplens_interpret::paths::{resolve_named, Naming};
+use heaplens_interpret::paths::{resolve_attributed, Attribution, Naming};
 use heaplens_interpret::progress::{Progress, Timing};
 use heaplens_interpret::symbolize::cached::{symbolize_all, CachedSymbolizer, SymMsg, SymProgress};
 use heaplens_interpret::symbolize::Symbolizer;
@@ -46,6 +46,10 @@ pub struct Options {
     /// How functions are named: by source line, with generics in full
     /// ([`heaplens_interpret::paths::Naming`]).
     pub naming: Naming,
+    /// Which frame of a path is charged with its allocation
+    /// ([`heaplens_interpret::paths::Attribution`]): by default the program's own innermost
+    /// frame, past the runtime's and the standard library's.
+    pub attribution: Attribution,
     /// Bytes of decompressed event payloads [`analyze_file`] holds at once (default 128 MiB):
     /// the reader waits for the replay beyond it, so memory does not grow with the trace.
     pub payload_budget: usize,
@@ -60,6 +64,7 @@ impl Default for Options {
             lifetimes: false,
             cxx: false,
             naming: Naming::default(),
+            attribution: Attribution::own_code(Vec::new()),
             payload_budget: heaplens_interpret::decode::budget::PAYLOAD_BUDGET,
         }
     }
@@ -108,15 +113,24 @@ fn cxx_tables(
 /// Builds the report from the replay's counters.
 fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options, second: Second<'_>) -> Report {
     let ids: Vec<u32> = r.stacks.iter().map(|s| s.stack).collect();
-    let (frames, paths) = resolve_named(&trace.stacks, &ids, sym, opts.progress, opts.naming);
+    let (frames, paths) = resolve_attributed(&trace.stacks, &ids, sym, opts.progress, opts.naming, &opts.attribution);
     let inp = Inputs { replay: r, frames: &frames, paths: &paths };
     let mut info = summary::trace_info(trace, r, paths.incomplete);
     info.symbol_warnings = sym.warnings();
+    let suppressions = leaks::suppressions(inp, opts.attribution.suppressions.list());
+    let mut summary = summary::summary(trace, r);
+    // Suppressed blocks move out of the leaks; what the trace says was live stays exact.
+    summary.suppressed_objects = suppressions.iter().map(|s| s.blocks).sum::<u64>().min(summary.leaked_objects);
+    summary.suppressed_bytes = suppressions.iter().map(|s| s.bytes).sum::<u64>().min(summary.leaked_bytes);
+    summary.leaked_objects -= summary.suppressed_objects;
+    summary.leaked_bytes -= summary.suppressed_bytes;
     Report {
         trace: info,
         process: summary::process_info(trace),
-        summary: summary::summary(trace, r),
-        leaks: leaks::leaks(inp, opts.leak_depth, opts.call_sites),
+        summary,
+        leaks: leaks::leaks(inp, opts.leak_depth, opts.call_sites, false),
+        suppressed_leaks: leaks::leaks(inp, opts.leak_depth, opts.call_sites, true),
+        suppressions,
         bins: bins::bins(&r.bins, &program_types(trace)),
         direct: direct::direct(inp),
         call_graph: callgraph::call_graph(inp),

@@ -15,8 +15,13 @@ pub struct Report {
     pub process: ProcessInfo,
     /// Totals.
     pub summary: Summary,
-    /// mprof's memory leak table, largest first.
+    /// mprof's memory leak table, largest first: blocks live at exit that no suppression
+    /// covers.
     pub leaks: Vec<LeakRow>,
+    /// The blocks live at exit that a suppression covers, by path as `leaks` are.
+    pub suppressed_leaks: Vec<LeakRow>,
+    /// Each suppression that covered blocks, with what it covered.
+    pub suppressions: Vec<SuppressionRow>,
     /// mprof's allocation bin table.
     pub bins: BinTable,
     /// mprof's direct allocation table.
@@ -29,6 +34,21 @@ pub struct Report {
     /// mtrace++'s C++ tables, when asked for (`--cxx`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cxx: Option<crate::cxx::model::CxxTables>,
+}
+
+/// A suppression and the blocks live at exit it covered.
+#[derive(Debug, Clone, Serialize)]
+pub struct SuppressionRow {
+    /// The pattern: a runtime function (`_IO_file_doallocate`) or a `leak:` pattern.
+    pub pattern: String,
+    /// `runtime` (built in) or `user` (`--suppressions`).
+    pub origin: &'static str,
+    /// What the runtime keeps there (`stdio buffer`); empty for the user's.
+    pub what: &'static str,
+    /// Blocks covered.
+    pub blocks: u64,
+    /// Bytes covered.
+    pub bytes: u64,
 }
 
 /// Lifetimes of the blocks one function allocated directly. Steps are the allocations the
@@ -119,7 +139,8 @@ pub struct Summary {
     pub frees_by_kind: BTreeMap<String, u64>,
     /// Successful allocations (a successful realloc is one).
     pub allocations: u64,
-    /// Releases of tracked blocks. `allocations - deallocations == leaked_objects`.
+    /// Releases of tracked blocks. `allocations - deallocations == leaked_objects +
+    /// suppressed_objects`.
     pub deallocations: u64,
     /// Releases of addresses that were not live (allocated before tracking, or untracked).
     pub unmatched_frees: u64,
@@ -142,6 +163,11 @@ pub struct Summary {
     pub leaked_bytes: u64,
     /// Blocks live at the end.
     pub leaked_objects: u64,
+    /// Bytes live at exit that a suppression covers (the runtime's one-time buffers, the
+    /// user's `--suppressions`): not counted in `leaked_bytes`.
+    pub suppressed_bytes: u64,
+    /// Blocks live at exit that a suppression covers: not counted in `leaked_objects`.
+    pub suppressed_objects: u64,
     /// Allocations freed by their thread's very next event.
     pub temporary_allocations: u64,
     /// From process start to exit (or the last record), ns.
@@ -241,6 +267,10 @@ pub struct DirectRow {
     pub function: String,
     /// Module basename.
     pub module: Option<String>,
+    /// The library function most of its bytes came through (`std::vector<…>::push_back`),
+    /// when the attribution passed over library frames to reach it; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     /// Bytes it allocated.
     pub bytes: u64,
     /// Share of all bytes allocated.

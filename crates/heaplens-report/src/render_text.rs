@@ -19,6 +19,8 @@ pub struct TextOptions {
     pub summary: bool,
     /// The memory leak table.
     pub leaks: bool,
+    /// The suppressed blocks, after the leak table (the leaks alone leave them out).
+    pub suppressed: bool,
     /// The allocation bin table.
     pub bins: bool,
     /// The direct allocation table.
@@ -33,7 +35,16 @@ pub struct TextOptions {
 
 impl Default for TextOptions {
     fn default() -> Self {
-        Self { summary: true, leaks: true, bins: true, direct: true, call_graph: true, top: 20, leak_depth: 5 }
+        Self {
+            summary: true,
+            leaks: true,
+            suppressed: true,
+            bins: true,
+            direct: true,
+            call_graph: true,
+            top: 20,
+            leak_depth: 5,
+        }
     }
 }
 
@@ -199,6 +210,29 @@ fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
         s.leaked_bytes,
         format!("({}) in {} blocks live at exit", human_bytes(s.leaked_bytes), s.leaked_objects),
     );
+    if s.suppressed_objects > 0 {
+        let what: Vec<String> = r
+            .suppressions
+            .iter()
+            .map(|x| if x.what.is_empty() { for_terminal(&x.pattern).into_owned() } else { x.what.to_string() })
+            .fold(Vec::new(), |mut v, w| {
+                if !v.contains(&w) {
+                    v.push(w);
+                }
+                v
+            });
+        row(
+            out,
+            "suppressed",
+            s.suppressed_bytes,
+            format!(
+                "({}) in {} blocks live at exit, not leaks: {}",
+                human_bytes(s.suppressed_bytes),
+                s.suppressed_objects,
+                what.join(", ")
+            ),
+        );
+    }
     let tpct = if s.allocations == 0 { 0.0 } else { s.temporary_allocations as f64 * 100.0 / s.allocations as f64 };
     row(out, "temporary allocs", s.temporary_allocations, format!("({tpct:.1}% of allocations, freed right away)"));
     let _ = writeln!(out, "  {:<20} {:>14}", "run time", human_ns(s.runtime_ns));
@@ -279,9 +313,21 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)", o.leak_depth);
     estimates(r, out);
     if r.leaks.is_empty() {
-        let _ = writeln!(out, "  no leaks: every tracked allocation was released");
-        return;
+        let none = if r.suppressions.is_empty() {
+            "every tracked allocation was released"
+        } else {
+            "only suppressed blocks are live at exit"
+        };
+        let _ = writeln!(out, "  no leaks: {none}");
+    } else {
+        leak_rows(r, o, out);
     }
+    if !r.suppressions.is_empty() && o.suppressed {
+        suppressed(r, o, out);
+    }
+}
+
+fn leak_rows(r: &Report, o: &TextOptions, out: &mut String) {
     let _ = writeln!(out, "  {:>10} {:>20}  path", "allocs", "bytes (%)");
     let n = o.limit(r.leaks.len());
     for l in &r.leaks[..n] {
@@ -290,6 +336,24 @@ fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
         let _ = writeln!(out, "  {:>10} {}  {cut}{path}", l.allocs, bytes_pct(l.bytes, l.percent, 14));
     }
     more(out, n, r.leaks.len(), "paths");
+}
+
+/// The blocks live at exit that suppressions cover, under their own heading: which
+/// suppression matched how many blocks, then their paths.
+fn suppressed(r: &Report, o: &TextOptions, out: &mut String) {
+    let _ = writeln!(out, "\nSUPPRESSED (blocks live at exit by design or by --suppressions; not leaks)");
+    let _ = writeln!(out, "  {:>10} {:>14}  suppression", "blocks", "bytes");
+    for s in &r.suppressions {
+        let what = if s.what.is_empty() { String::new() } else { format!("  ({})", s.what) };
+        let _ = writeln!(out, "  {:>10} {:>14}  {}:{}{what}", s.blocks, s.bytes, s.origin, for_terminal(&s.pattern));
+    }
+    let n = o.limit(r.suppressed_leaks.len());
+    for l in &r.suppressed_leaks[..n] {
+        let path = if l.path.is_empty() { "<no stack>".to_string() } else { joined(&l.path, " > ") };
+        let cut = if l.cut { "... > " } else { "" };
+        let _ = writeln!(out, "  {:>10} {:>14}  {cut}{path}", l.allocs, l.bytes);
+    }
+    more(out, n, r.suppressed_leaks.len(), "paths");
 }
 
 fn bins(r: &Report, o: &TextOptions, out: &mut String) {
@@ -315,13 +379,24 @@ fn bins(r: &Report, o: &TextOptions, out: &mut String) {
             bytes_pct(row.bytes, row.bytes_percent, 14),
             row.frees,
             bytes_pct(row.kept_bytes, row.kept_percent, 14),
-            joined(&row.types, ", ")
+            some_types(&row.types)
         );
     }
     let t = &b.total;
     let _ =
         writeln!(out, "  {:>8} {:>10} {:>14}       {:>10} {:>14}", "<TOTAL>", t.allocs, t.bytes, t.frees, t.kept_bytes);
     more(out, n, exact.len(), "sizes");
+}
+
+/// The first few of a size's types, the rest counted: a Rust or C++ program has dozens of
+/// types of one size, and a line of thousands of characters says nothing (JSON has them all).
+fn some_types(types: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut s = joined(&types[..types.len().min(SHOWN)], ", ");
+    if types.len() > SHOWN {
+        let _ = write!(s, " and {} more", types.len() - SHOWN);
+    }
+    s
 }
 
 fn cxx(r: &Report, o: &TextOptions, out: &mut String) {
@@ -404,6 +479,10 @@ fn direct(r: &Report, o: &TextOptions, out: &mut String) {
             row.calls,
             for_terminal(&row.function)
         );
+        if let Some(via) = &row.via {
+            out.truncate(out.len() - 1);
+            let _ = writeln!(out, "  via {}", for_terminal(via));
+        }
     }
     more(out, n, d.rows.len(), "functions");
 }

@@ -152,6 +152,30 @@ pub struct ReportArgs {
     /// (`std::vector<…>::push_back(long const&)`) and a function's instantiations are one row.
     #[arg(long)]
     pub full_names: bool,
+    /// Also pass over frames whose function name matches REGEX when choosing which function an
+    /// allocation is charged to (your own allocation wrappers: `--skip '^xmalloc$'`); may be
+    /// given several times. By default an allocation is charged to the innermost frame of the
+    /// program's own code: the C library and loader, the C++ and Rust standard libraries
+    /// (std::, __gnu_cxx::, alloc::, core::, hashbrown::), replacement allocators and the
+    /// monitor are passed over, and the table names the library function it came through
+    /// (`make_widget  via std::vector<…>::push_back`).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub skip: Vec<regex::Regex>,
+    /// Read more --skip patterns from FILE: one regular expression per line; blank lines and
+    /// lines starting with # are ignored.
+    #[arg(long, value_name = "FILE")]
+    pub skip_file: Option<PathBuf>,
+    /// Charge each allocation to the innermost frame, whatever it is (the standard library's
+    /// internals included), as mprof did.
+    #[arg(long, conflicts_with_all = ["skip", "skip_file"])]
+    pub raw_frames: bool,
+    /// Blocks live at exit that are not leaks, in LeakSanitizer's format: `leak:PATTERN` lines
+    /// matched against every frame's function and module (`*` any run of characters, `^` and `$`
+    /// anchor). They are counted apart from the leaks, as the runtime's own one-time buffers
+    /// (stdio, TLS, locale, ...) always are; the report says which matched how many blocks.
+    /// May be given several times.
+    #[arg(long, value_name = "FILE")]
+    pub suppressions: Vec<PathBuf>,
     /// Rows shown per table (0 = all).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,
@@ -433,6 +457,10 @@ pub enum Format {
 }
 
 /// Parses a byte count with an optional binary suffix (k/KiB, m/MiB, g/GiB).
+fn parse_regex(s: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(s).map_err(|e| e.to_string())
+}
+
 fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

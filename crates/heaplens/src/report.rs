@@ -4,6 +4,8 @@
 use std::io::{self, IsTerminal, Write};
 
 use anyhow::Context;
+use heaplens_interpret::paths::Attribution;
+use heaplens_interpret::suppress::Suppressions;
 use heaplens_report::render_text::{self, TextOptions};
 use heaplens_report::{analyze_file, Options, Report};
 
@@ -34,12 +36,39 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
         lifetimes: a.lifetimes,
         cxx: a.cxx,
         naming: heaplens_interpret::paths::Naming { by_line: a.lines, full_names: a.full_names },
+        attribution: attribution(a)?,
         payload_budget: (a.memory << 20) as usize,
     };
     if a.cpu || cpu_only(&a.trace) {
         return cpu_report(a, &opts);
     }
     memory_report(a, &opts)
+}
+
+/// The attribution rule the options ask for: the program's own code, past the patterns of
+/// `--skip` and `--skip-file`, or the innermost frame with `--raw-frames`; with the runtime's
+/// suppressions and those of `--suppressions` files.
+fn attribution(a: &ReportArgs) -> anyhow::Result<Attribution> {
+    let mut skip = a.skip.clone();
+    if let Some(file) = &a.skip_file {
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let re =
+                regex::Regex::new(line).with_context(|| format!("{}:{n}: not a regular expression", file.display()))?;
+            skip.push(re);
+        }
+    }
+    let mut attribution = if a.raw_frames { Attribution::raw() } else { Attribution::own_code(skip) };
+    let mut suppressions = Suppressions::default();
+    for file in &a.suppressions {
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        suppressions.add_lsan(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    }
+    attribution.suppressions = suppressions;
+    Ok(attribution)
 }
 
 /// The memory report (summary and tables) in the format asked for.
@@ -59,6 +88,7 @@ fn memory_report(a: &ReportArgs, opts: &Options) -> anyhow::Result<()> {
             let t = TextOptions {
                 summary: !only,
                 leaks: !only || a.leaks,
+                suppressed: !only,
                 bins: !only || a.bins,
                 direct: !only || a.direct,
                 call_graph: !only || a.call_graph,

@@ -6,8 +6,8 @@ mod dwarf;
 mod elf;
 pub mod embedded;
 mod mapped;
-pub mod symtab;
 pub mod scopes;
+pub mod symtab;
 pub mod types;
 mod units;
 

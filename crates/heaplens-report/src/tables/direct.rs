@@ -6,11 +6,13 @@ use rustc_hash::FxHashMap as HashMap;
 use super::{count, pct, Inputs};
 use crate::model::{ByClass, DirectRow, DirectTable};
 
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 struct Acc {
     bytes: [f64; 4],
     kept: [f64; 4],
     calls: f64,
+    /// Bytes by the library function they came through (`None`: called the allocator itself).
+    via: HashMap<Option<u32>, f64>,
 }
 
 impl Acc {
@@ -30,12 +32,19 @@ impl Acc {
             kept_by_class: ByClass::from_array(kept_by_class),
             kept_percent_by_class: ByClass::from_array(kept_by_class.map(|b| pct(b, all_kept))),
             calls: count(self.calls),
+            via: None,
         }
+    }
+
+    /// The library function most bytes came through, if any did.
+    fn top_via(&self) -> Option<u32> {
+        self.via.iter().max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0))).and_then(|(&f, _)| f)
     }
 }
 
-/// Builds the table from the innermost frame of each allocation path (stacks with no frames
-/// count under `<unknown>`). Rows are sorted by bytes, then calls, descending.
+/// Builds the table from the innermost frame of each allocation path, as attributed
+/// ([`heaplens_interpret::paths::Attribution`]; stacks with no frames count under
+/// `<unknown>`), each row with the library function most of its bytes came through. Rows are sorted by bytes, then calls, descending.
 pub fn direct(inp: Inputs<'_>) -> DirectTable {
     let mut by_fn: HashMap<Option<u32>, Acc> = HashMap::default();
     let mut total = Acc::default();
@@ -45,6 +54,8 @@ pub fn direct(inp: Inputs<'_>) -> DirectTable {
         }
         let f = inp.paths.get(i).first().map(|&site| inp.frames.function_of(site));
         let a = by_fn.entry(f).or_default();
+        let via = inp.paths.via(i).map(|site| inp.frames.function_of(site));
+        *a.via.entry(via).or_default() += s.bytes_by_class.iter().sum::<f64>();
         for acc in [a, &mut total] {
             for c in 0..4 {
                 acc.bytes[c] += s.bytes_by_class[c];
@@ -60,7 +71,9 @@ pub fn direct(inp: Inputs<'_>) -> DirectTable {
         .map(|(f, a)| match f {
             Some(f) => {
                 let info = &inp.frames.functions[f as usize];
-                a.row(info.name.clone(), info.module.clone(), all_bytes, all_kept)
+                let mut row = a.row(info.name.clone(), info.module.clone(), all_bytes, all_kept);
+                row.via = a.top_via().map(|v| inp.frames.name(v).to_string());
+                row
             }
             None => a.row("<unknown>".into(), None, all_bytes, all_kept),
         })

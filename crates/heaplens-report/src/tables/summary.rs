@@ -81,6 +81,8 @@ pub fn summary(t: &Trace, r: &Replay) -> Summary {
         peak_time_ns: if r.peak_bytes > 0.0 { r.peak_ts.saturating_sub(start) } else { 0 },
         leaked_bytes: count(r.leaked_bytes),
         leaked_objects: count(r.leaked_objects),
+        suppressed_bytes: 0,
+        suppressed_objects: 0,
         temporary_allocations: count(r.temporary_allocations),
         runtime_ns: end_ns(t, r).saturating_sub(start),
         threads: r.threads,

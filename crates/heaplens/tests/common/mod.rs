@@ -444,15 +444,22 @@ pub fn is_symbol(name: &str) -> bool {
 }
 
 /// Checks the relations every report must satisfy, whatever the program:
-/// allocations - deallocations == leaked objects; the allocation bin table's total row agrees
-/// with the summary; so does the direct allocation table's; the leak table, shown in full,
-/// adds up to the leaked objects and bytes; the peak lies between what leaked and what was
-/// allocated.
+/// allocations - deallocations == blocks live at exit (leaked + suppressed); the allocation bin
+/// table's total row agrees with the summary; so does the direct allocation table's; the leak
+/// table, shown in full, adds up to the leaked objects and bytes, and the suppressed paths to
+/// the suppressed ones; the peak lies between what was live at exit and what was allocated.
 pub fn assert_consistent(v: &Value) {
     let allocs = u(v, "summary/allocations");
     let deallocs = u(v, "summary/deallocations");
-    let leaked_objects = u(v, "summary/leaked_objects");
-    let leaked_bytes = u(v, "summary/leaked_bytes");
+    let (suppressed_objects, suppressed_bytes) = (u(v, "summary/suppressed_objects"), u(v, "summary/suppressed_bytes"));
+    let (mut sa, mut sb) = (0, 0);
+    for r in arr(v, "suppressed_leaks") {
+        sa += u(r, "allocs");
+        sb += u(r, "bytes");
+    }
+    assert_eq!((sa, sb), (suppressed_objects, suppressed_bytes), "suppressed paths do not add up");
+    let leaked_objects = u(v, "summary/leaked_objects") + suppressed_objects;
+    let leaked_bytes = u(v, "summary/leaked_bytes") + suppressed_bytes;
     let bytes = u(v, "summary/bytes_allocated");
     let peak = u(v, "summary/peak_bytes");
     assert_eq!(
@@ -482,7 +489,11 @@ pub fn assert_consistent(v: &Value) {
         la += u(r, "allocs");
         lb += u(r, "bytes");
     }
-    assert_eq!((la, lb), (leaked_objects, leaked_bytes), "leak table does not add up to the leaks");
+    assert_eq!(
+        (la + sa, lb + sb),
+        (leaked_objects, leaked_bytes),
+        "leak table and suppressed paths do not add up to the blocks live at exit"
+    );
 
     let mut calls = 0;
     for (_, n) in at(v, "summary/calls_by_kind").as_object().expect("calls_by_kind object") {

@@ -1,0 +1,166 @@
+//! Attribution to the program's own code: every allocation is charged to the innermost frame
+//! of the program, past the C and C++ runtimes and Rust's standard library, with the library
+//! function it came through; `--skip` passes over the program's own wrappers, `--raw-frames`
+//! charges the innermost frame. Truth programs print what each of their functions allocates.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// `(fn, allocs, bytes)` from the `own:` lines a truth program prints.
+fn own_truth(stdout: &str) -> Vec<(String, u64, u64)> {
+    truths(stdout, "own")
+        .into_iter()
+        .filter(|t| t.contains_key("fn"))
+        .map(|t| (t["fn"].clone(), num(&t, "allocs"), num(&t, "bytes")))
+        .collect()
+}
+
+fn report_args(dir: &WorkDir, trace: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["report", trace.to_str().unwrap(), "--format", "json", "--top", "0"];
+    args.extend_from_slice(extra);
+    let out = heaplens(dir, &args).ok("heaplens report");
+    serde_json::from_str(&out.stdout).expect("report JSON")
+}
+
+/// The direct row whose function name starts with `name` (C++ names carry their parameters).
+fn row<'a>(v: &'a Value, name: &str) -> &'a Value {
+    let rows = arr(v, "direct/rows");
+    let found: Vec<&Value> =
+        rows.iter().filter(|r| r["function"].as_str().is_some_and(|f| f.starts_with(name))).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one direct row for {name}; rows: {:?}",
+        rows.iter().map(|r| (&r["function"], &r["bytes"])).collect::<Vec<_>>()
+    );
+    found[0]
+}
+
+fn check_truth(v: &Value, truth: &[(String, u64, u64)]) {
+    assert!(truth.len() >= 5, "the program printed its truth: {truth:?}");
+    for (f, allocs, bytes) in truth {
+        let r = row(v, f);
+        assert_eq!((u(r, "calls"), u(r, "bytes")), (*allocs, *bytes), "{f}: {r}");
+        assert!(r["via"].is_string(), "{f} says which library function it came through: {r}");
+    }
+}
+
+#[test]
+fn cxx_containers_are_charged_to_the_programs_functions() {
+    let dir = WorkDir::new("attr-cxx");
+    let exe = compile(&dir, "g++", "own_code.cpp", "own_code", &["-O2", "-g"]);
+    let trace = dir.join("own.hltrace");
+    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("own_code under heaplens");
+    let v = report_args(&dir, &trace, &[]);
+    check_truth(&v, &own_truth(&out.stdout));
+    let via = row(&v, "build_map")["via"].as_str().unwrap().to_string();
+    assert!(via.starts_with("std::map<"), "build_map came through std::map, not {via}");
+    // No row names the standard library's internals.
+    for r in arr(&v, "direct/rows") {
+        let f = r["function"].as_str().unwrap();
+        assert!(!f.starts_with("std::") && !f.contains("_M_") && !f.starts_with("_ZSt"), "library row {f}");
+    }
+    // --raw-frames charges the innermost frame: the library's.
+    let raw = report_args(&dir, &trace, &["--raw-frames"]);
+    let names: Vec<&str> = arr(&raw, "direct/rows").iter().filter_map(|r| r["function"].as_str()).collect();
+    assert!(names.iter().any(|f| f.contains("_M_")), "raw frames name libstdc++'s internals: {names:?}");
+    assert!(!names.iter().any(|f| f.starts_with("build_map")), "raw frames: {names:?}");
+}
+
+#[test]
+fn rust_collections_are_charged_to_the_programs_functions() {
+    let dir = WorkDir::new("attr-rust");
+    let exe = dir.join("own_code");
+    let mut rustc = Command::new("rustc");
+    rustc.args(["-O", "-g", "--edition", "2021", "-o"]).arg(&exe).arg(examples_dir().join("own_code.rs"));
+    let built = run_cmd(rustc, &dir.path);
+    assert!(built.status.success(), "rustc failed\n{}", built.show());
+    let trace = dir.join("own.hltrace");
+    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("own_code under heaplens");
+    // The program counts through its own global allocator: a wrapper of its own to skip.
+    let v = report_args(&dir, &trace, &["--skip", "^<own_code::Counting"]);
+    check_truth(&v, &own_truth(&out.stdout));
+    for r in arr(&v, "direct/rows") {
+        let f = r["function"].as_str().unwrap();
+        assert!(!f.starts_with("alloc::") && !f.starts_with("hashbrown::") && !f.starts_with("<alloc::"), "{f}");
+    }
+    // The leak of main's last frame is not cut to alloc:: frames: every leak path names main.
+    for l in arr(&v, "leaks") {
+        let path = leak_path(l);
+        assert!(!path.last().is_some_and(|f| f.starts_with("alloc::")), "leak path ends in alloc: {path:?}");
+    }
+}
+
+#[test]
+fn skip_passes_over_the_programs_own_wrapper() {
+    let dir = WorkDir::new("attr-skip");
+    let exe = compile_c(&dir, "xmalloc.c", &[]);
+    let trace = dir.join("x.hltrace");
+    run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("xmalloc under heaplens");
+    let v = report_args(&dir, &trace, &[]);
+    assert_eq!((u(row(&v, "xmalloc"), "calls"), u(row(&v, "xmalloc"), "bytes")), (8, 500));
+    let check = |v: &Value| {
+        assert_eq!((u(row(v, "load_config"), "calls"), u(row(v, "load_config"), "bytes")), (3, 300));
+        assert_eq!((u(row(v, "parse_lines"), "calls"), u(row(v, "parse_lines"), "bytes")), (5, 200));
+        assert_eq!(row(v, "load_config")["via"], "xmalloc");
+        assert!(direct_rows(v, "xmalloc").is_empty());
+    };
+    check(&report_args(&dir, &trace, &["--skip", "^xmalloc$"]));
+    let file = dir.join("skip.txt");
+    std::fs::write(&file, "# our wrappers\n\n^xmalloc$\n").unwrap();
+    check(&report_args(&dir, &trace, &["--skip-file", file.to_str().unwrap()]));
+    // A pattern that is not a regular expression is one clear error.
+    let bad = heaplens(&dir, &["report", trace.to_str().unwrap(), "--skip", "(unclosed"]);
+    assert!(!bad.status.success());
+}
+
+#[test]
+fn churn_is_charged_to_churn_cpp() {
+    let dir = WorkDir::new("attr-churn");
+    let (_exe, trace) = traced_churn(&dir, &["1", "20000"]);
+    let v = report_args(&dir, &trace, &[]);
+    let top = &arr(&v, "direct/rows")[0];
+    assert_eq!(top["module"], "churn", "the top row is a function of churn.cpp: {top}");
+    assert!(u(top, "bytes") * 10 >= u(&v, "direct/total/bytes") * 9, "{top}");
+}
+
+#[test]
+fn runtime_buffers_are_not_leaks() {
+    let dir = WorkDir::new("attr-suppress");
+    let exe = compile_c(&dir, "runtime_buffers.c", &["-pthread"]);
+    let trace = dir.join("rb.hltrace");
+    // stdout is a pipe here: stdio allocates its buffer, never freed by design.
+    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("runtime_buffers under heaplens");
+    let t = truth(&out.stdout, "runtime_buffers");
+    let v = report_args(&dir, &trace, &[]);
+    assert_consistent(&v);
+    let leaked = (u(&v, "summary/leaked_objects"), u(&v, "summary/leaked_bytes"));
+    assert_eq!(leaked, (num(&t, "leaked_objects"), num(&t, "leaked_bytes")), "{:#}", at(&v, "summary"));
+    let rows = arr(&v, "suppressions");
+    let stdio = rows.iter().find(|r| r["pattern"] == "_IO_file_doallocate").expect("the stdio buffer is suppressed");
+    assert_eq!((stdio["origin"].as_str(), u(stdio, "blocks")), (Some("runtime"), 1));
+    assert!(u(stdio, "bytes") >= 1024, "{stdio}");
+    let paths: Vec<Vec<String>> = arr(&v, "leaks").iter().map(leak_path).collect();
+    assert_eq!(paths, vec![vec!["main".to_string(), "make_leak".to_string()]]);
+
+    // A suppressions file moves the program's leak out too, and says what matched.
+    let file = dir.join("lsan.supp");
+    std::fs::write(&file, "# known\nleak:^make_leak$\n").unwrap();
+    let s = report_args(&dir, &trace, &["--suppressions", file.to_str().unwrap()]);
+    assert_consistent(&s);
+    assert_eq!((u(&s, "summary/leaked_objects"), u(&s, "summary/leaked_bytes")), (0, 0));
+    let user = arr(&s, "suppressions").iter().find(|r| r["origin"] == "user").expect("the user's suppression");
+    assert_eq!((user["pattern"].as_str(), u(user, "blocks"), u(user, "bytes")), (Some("^make_leak$"), 3, 192));
+    let text = heaplens(&dir, &["report", trace.to_str().unwrap(), "--suppressions", file.to_str().unwrap()]);
+    let text = text.ok("text report").stdout;
+    assert!(text.contains("user:^make_leak$"), "{text}");
+    assert!(text.contains("no leaks: only suppressed blocks"), "{text}");
+    // --leaks alone leaves the suppressed blocks out.
+    let only = heaplens(&dir, &["report", trace.to_str().unwrap(), "--leaks"]).ok("--leaks").stdout;
+    assert!(!only.contains("SUPPRESSED") && only.contains("make_leak"), "{only}");
+}
