@@ -29,10 +29,10 @@ pub fn execute(a: &TimelineArgs) -> anyhow::Result<()> {
     }
     let (x, y, w, h) = t.area;
     eprintln!(
-        "heaplens: wrote {} (chart at x={x} y={y} w={w} h={h}); peak {} bytes in use at {} ns, held by:",
+        "heaplens: wrote {} (chart at x={x} y={y} w={w} h={h}); peak {} bytes in use {} after the first event, held by:",
         a.output.display(),
         t.peak.0,
-        t.peak.1
+        heaplens_map::units::human_ns(t.peak.1)
     );
     for (site, bytes) in t.at_peak.iter().filter(|(_, b)| *b > 0) {
         eprintln!("heaplens:   {bytes:>12}  {}", for_terminal(site.as_deref().unwrap_or("the rest")));
