@@ -46,17 +46,18 @@ pub struct AddressAxis {
 }
 
 impl AddressAxis {
-    /// Lays out the granules (addresses `>> GRANULE_SHIFT`) on `height` rows: runs of granules
-    /// with gaps of up to 1 MiB are one segment; segments share the rows by their sizes, each
-    /// at least `min_rows` high while there is room, with a band of [`GAP_ROWS`] between two.
-    pub fn new(mut granules: Vec<u64>, height: f64, min_rows: f64) -> AddressAxis {
+    /// Lays out the granule ranges `[lo, hi)` (addresses `>> GRANULE_SHIFT`, in any order) on
+    /// `height` rows: ranges with gaps of up to 1 MiB are one segment; segments share the rows
+    /// by their sizes, each at least `min_rows` high while there is room, with a band of
+    /// [`GAP_ROWS`] between two. Ranges, not granules, so that a block of many gigabytes costs
+    /// no more than a small one.
+    pub fn new(mut granules: Vec<(u64, u64)>, height: f64, min_rows: f64) -> AddressAxis {
         granules.sort_unstable();
-        granules.dedup();
         let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for g in granules {
+        for (lo, hi) in granules {
             match ranges.last_mut() {
-                Some((_, hi)) if g <= *hi + KEEP_GAP => *hi = g + 1,
-                _ => ranges.push((g, g + 1)),
+                Some((_, end)) if lo <= end.saturating_add(KEEP_GAP) => *end = (*end).max(hi),
+                _ => ranges.push((lo, hi)),
             }
         }
         // Too many segments for their bands and minimum heights: merge across the smallest gaps.
@@ -84,7 +85,8 @@ impl AddressAxis {
             .iter()
             .zip(rows)
             .map(|(&(lo, hi), r)| {
-                let s = Segment { lo: lo << GRANULE_SHIFT, hi: hi << GRANULE_SHIFT, y0: y, y1: y + r };
+                // The last granule of the address space ends at 2^64, one past what a u64 holds.
+                let s = Segment { lo: lo << GRANULE_SHIFT, hi: hi.saturating_mul(1 << GRANULE_SHIFT), y0: y, y1: y + r };
                 y += r + GAP_ROWS;
                 s
             })
@@ -133,8 +135,7 @@ mod tests {
     #[test]
     fn gaps_are_cut_and_small_segments_stay_visible() {
         // A 4 MiB heap and one 64 KiB chunk far above it.
-        let mut g: Vec<u64> = (0x100..0x140).collect();
-        g.push(0x7f00_0000);
+        let g = vec![(0x7f00_0000, 0x7f00_0001), (0x100, 0x120), (0x110, 0x140)];
         let a = AddressAxis::new(g, 200.0, 12.0);
         assert_eq!(a.segments.len(), 2);
         let (heap, chunk) = (&a.segments[0], &a.segments[1]);

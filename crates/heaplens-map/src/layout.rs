@@ -120,16 +120,12 @@ impl Layout {
         let last = (hi - 1) >> GRANULE_SHIFT;
         // Consecutive blocks mostly share a granule.
         if first != last || first != self.last_granule {
-            for g in first..=last {
-                self.granules.insert(g);
-            }
+            self.granules.insert_span(first, last);
             self.last_granule = last;
         }
         if !self.granules_by_class.is_empty() {
             if let Some(c) = self.granules_by_class.get_mut(crate::bins::size_class(usable)) {
-                for g in first..=last {
-                    c.insert(g);
-                }
+                c.insert_span(first, last);
             }
         }
         if self.dense && stack < DENSE_STACKS {

@@ -168,20 +168,20 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     }
     let t0 = first_ts + o.window.from_ns.unwrap_or(0);
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
-    let axis = AddressAxis::new(layout.granules.iter().collect(), o.height as f64, 12.0);
+    let axis = AddressAxis::new(layout.granules.ranges(), o.height as f64, 12.0);
     let (palette, legend) = palette(path, &trace, &layout, o);
     timing.mark("palette");
 
     // The views: their labels and granules, then their sizes.
-    let (labels, granules, binning): (Vec<Option<String>>, Vec<Vec<u64>>, Binning) = match o.bins {
-        Bins::None => (vec![None], vec![layout.granules.iter().collect()], Binning::One),
+    let (labels, granules, binning): (Vec<Option<String>>, Vec<Vec<(u64, u64)>>, Binning) = match o.bins {
+        Bins::None => (vec![None], vec![layout.granules.ranges()], Binning::One),
         Bins::Size => {
             let mut of_class = vec![None; bins::SIZE_CLASSES.len()];
             let (mut labels, mut granules) = (Vec::new(), Vec::new());
             for (k, g) in layout.granules_by_class.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
                 of_class[k] = Some(labels.len());
                 labels.push(Some(bins::size_label(k)));
-                granules.push(g.iter().collect());
+                granules.push(g.ranges());
             }
             (labels, granules, Binning::Size(of_class))
         }
@@ -190,11 +190,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
             let granules = axis
                 .segments
                 .iter()
-                .map(|s| {
-                    (s.lo >> axis::GRANULE_SHIFT..s.hi >> axis::GRANULE_SHIFT)
-                        .filter(|&g| layout.granules.contains(g))
-                        .collect()
-                })
+                .map(|s| layout.granules.ranges_in(s.lo >> axis::GRANULE_SHIFT, s.hi >> axis::GRANULE_SHIFT))
                 .collect();
             (labels, granules, Binning::Arena(axis.clone()))
         }
