@@ -33,7 +33,7 @@ pub mod units;
 
 use std::path::Path;
 
-use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::idmap::{IdMap, IdTable};
 use heaplens_interpret::load::{LoadError, Trace};
 use heaplens_interpret::split::{replay_split, Half, Ran};
 use heaplens_interpret::view::{replay_indexed, EventIndex, View};
@@ -361,7 +361,7 @@ fn damage(trace: &Trace) -> Vec<String> {
 /// The colours of the stacks (top call sites) and threads, and the legend.
 fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Palette, Vec<LegendEntry>) {
     let mut p =
-        Palette { stacks: Vec::new(), colors: Vec::new(), threads: IdMap::default(), max_waste: layout.max_waste() };
+        Palette { stacks: IdTable::new(0), colors: Vec::new(), threads: IdMap::default(), max_waste: layout.max_waste() };
     let mut legend = Vec::new();
     let top = o.top.min(PALETTE.len());
     match o.color_by {
@@ -371,10 +371,8 @@ fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Pale
                 legend.push(LegendEntry { rgb: PALETTE[k], label: label.clone(), bytes: *bytes as u64 });
             }
             p.colors = PALETTE[..s.top.len()].to_vec();
-            let len = s.of_stack.keys().map(|&stack| stack as usize + 1).max().unwrap_or(0);
-            p.stacks = vec![0; len];
             for (&stack, &k) in s.of_stack.iter() {
-                p.stacks[stack as usize] = k as u8 + 1;
+                p.stacks.set(stack, k as u8 + 1);
             }
         }
         ColorBy::Thread => {
