@@ -246,7 +246,7 @@ pub fn replay_indexed(
     progress: bool,
 ) -> Result<Trace, LoadError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let file = std::fs::File::open(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
+    let file = heaplens_trace::open_regular(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
     let disk = Arc::new(DiskBlocks::new(file));
     let (mut m, tids) = Merger::on_disk(disk.clone(), &index.blocks);
     let bar = Progress::bytes(progress, size, "replaying");

@@ -62,8 +62,27 @@ impl TraceReader<BufReader<File>> {
     /// [`ReadError::Io`] when the file cannot be read, [`ReadError::NotATrace`] when it is not a
     /// heaplens trace, [`ReadError::UnsupportedVersion`] for another format version.
     pub fn open(path: &Path) -> Result<Self, ReadError> {
-        Self::new(BufReader::with_capacity(1 << 20, File::open(path)?))
+        Self::new(BufReader::with_capacity(1 << 20, open_regular(path)?))
     }
+}
+
+/// Opens `path` for reading if it is a regular file, else fails with "not a regular file".
+///
+/// A trace names module files, and a user may name anything as a trace: a FIFO would block
+/// the open (or the first read) until someone writes to it, a character device such as
+/// `/dev/zero` never ends. The file is opened with `O_NONBLOCK`, which never waits, and its
+/// type checked on the open descriptor, so nothing swapped in between a `stat` and the open
+/// is read either. A regular file ignores `O_NONBLOCK`.
+///
+/// # Errors
+/// The open's error, or [`std::io::ErrorKind::InvalidInput`] for anything but a regular file.
+pub fn open_regular(path: impl AsRef<Path>) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(file)
 }
 
 impl<R: Read> TraceReader<R> {

@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -150,7 +149,7 @@ impl Module {
 }
 
 fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
-    let file = File::open(path).map_err(|e| match e.kind() {
+    let file = heaplens_trace::open_regular(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("{path} is gone since the run: its frames are not symbolized"),
         _ => format!("cannot open {path}: {e}"),
     })?;
@@ -213,7 +212,7 @@ fn demangle(name: &str) -> String {
 /// The symbol table of `path` (`(address, demangled name)` by address), read through the
 /// section table alone; empty when it cannot be read.
 fn read_symbols(path: &Path) -> Vec<(u64, String)> {
-    let Some(map) = File::open(path).ok().and_then(|f| Mapped::new(&f)) else { return Vec::new() };
+    let Some(map) = heaplens_trace::open_regular(path).ok().and_then(|f| Mapped::new(&f)) else { return Vec::new() };
     let Ok(obj) = object::File::parse(map.bytes()) else { return Vec::new() };
     // Of the names at one address, the public one without its symbol version
     // (`__libc_start_main`, not `__libc_start_main_alias_1` or `__libc_start_main@GLIBC_2.2.5`).
