@@ -246,7 +246,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
         legend: &legend,
         color_by: o.color_by,
     });
-    let damage = damage(&trace);
+    let damage = damage(&trace, &layout.bytes_by_stack);
     timing.mark("composed");
     Ok(Map {
         scene,
@@ -341,12 +341,12 @@ pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, Map
         area,
         peak: (tl.peak.0.max(0) as u64, tl.peak.1 - first_ts),
         at_peak,
-        damage: damage(&trace),
+        damage: damage(&trace, &layout.byte_ns_by_stack),
     })
 }
 
-/// What was wrong with the trace, as warnings.
-fn damage(trace: &Trace) -> Vec<String> {
+/// What was wrong with the trace, as warnings; `stacks` are the stack ids the blocks named.
+fn damage(trace: &Trace, stacks: &IdMap<u32, f64>) -> Vec<String> {
     let h = &trace.health;
     let mut damage = Vec::new();
     if let Some(at) = h.truncated_at {
@@ -354,6 +354,10 @@ fn damage(trace: &Trace) -> Vec<String> {
     }
     if h.corrupt_blocks + h.malformed_blocks > 0 {
         damage.push(format!("{} damaged blocks skipped", h.corrupt_blocks + h.malformed_blocks));
+    }
+    let undefined = stacks.keys().filter(|&&id| id != 0 && trace.stacks.get(id).is_none()).count();
+    if undefined > 0 {
+        damage.push(format!("{undefined} stack ids the trace never defined, drawn as unknown"));
     }
     damage
 }

@@ -160,9 +160,13 @@ fn an_event_naming_stack_2e28_minus_1_takes_memory_by_what_the_file_holds() {
     for e in run_views(&dir, &trace, "stack 2^28-1", &[], TIME_LIMIT) {
         assert!(e.status.success(), "{}: {}", e.what, e.stderr);
     }
-    // The report says the stack is damaged.
+    // The report and the map say the stack is damaged.
     let out = heaplens(&dir, &[OsStr::new("report"), trace.as_os_str()]).ok("report");
     assert!(out.stdout.contains("1 stacks missing outer frames"), "{}", out.stdout);
+    assert!(out.stderr.contains("warning") && out.stderr.contains("1 stacks missing outer frames"), "{}", out.stderr);
+    let png = dir.join("map.png");
+    let out = heaplens(&dir, &[OsStr::new("map"), trace.as_os_str(), OsStr::new("-o"), png.as_os_str()]).ok("map");
+    assert!(out.stderr.contains("warning") && out.stderr.contains("1 stack ids the trace never defined"), "{}", out.stderr);
 }
 
 #[test]
