@@ -19,6 +19,11 @@ pub const WIDE: u64 = 1 << 10;
 /// Wide ranges noted before they are sorted and merged again.
 const MERGE_AT: usize = 1 << 12;
 
+/// Bitmaps kept at most (8 MiB, 4 TiB of addresses in 4 GiB regions; a process touches a
+/// few): past them blocks are noted as ranges, since a damaged trace scattering its blocks
+/// 4 GiB apart would otherwise cost 8 KiB of bitmap per block.
+const MAX_PAGES: usize = 1 << 10;
+
 /// A set of granule numbers.
 #[derive(Clone, Default)]
 pub struct Granules {
@@ -55,7 +60,7 @@ impl Granules {
     /// a block costs at most [`WIDE`] marks whatever size it declares.
     #[inline]
     pub fn insert_span(&mut self, first: u64, last: u64) {
-        if last - first < WIDE {
+        if last - first < WIDE && self.pages.len() < MAX_PAGES {
             for g in first..=last {
                 self.insert(g);
             }
@@ -211,5 +216,18 @@ mod tests {
         }
         assert!(a.wide.len() < MERGE_AT, "{}", a.wide.len());
         assert_eq!(a.ranges().len(), 4);
+    }
+
+    #[test]
+    fn blocks_scattered_over_the_address_space_cost_no_bitmap_each() {
+        let mut a = Granules::default();
+        let n = 3 * MAX_PAGES as u64;
+        for i in 0..n {
+            a.insert_span(i << 20, i << 20);
+        }
+        assert!(a.pages.len() <= MAX_PAGES);
+        let r = a.ranges();
+        assert_eq!(r.len(), n as usize);
+        assert!(r.iter().enumerate().all(|(i, &g)| g == ((i as u64) << 20, ((i as u64) << 20) + 1)));
     }
 }

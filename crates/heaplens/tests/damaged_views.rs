@@ -7,7 +7,7 @@
 //!
 //! The named cases are those the issue found: one `malloc` of 2^50 (or 2^44) bytes, an event
 //! naming stack 2^28 - 1, one stack varint edited in a recorded trace, a FIFO as the trace and
-//! as a module the trace names. Then [`MUTATIONS`] mutated traces of `widgets 200`, their
+//! as a module the trace names; and blocks scattered 4 GiB apart (a bitmap each, before). Then [`MUTATIONS`] mutated traces of `widgets 200`, their
 //! blocks rewritten raw with their checksums recomputed so the damage reaches the decoders.
 
 mod common;
@@ -198,6 +198,20 @@ fn one_stack_varint_edited_in_a_recorded_trace_takes_memory_by_what_the_file_hol
     write_raw(&trace, &blocks);
     for e in run_views(&dir, &trace, "one stack id edited", &[], TIME_LIMIT) {
         assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+    }
+}
+
+#[test]
+fn blocks_scattered_4_gib_apart_cost_no_bitmap_each() {
+    let dir = WorkDir::new("views-scattered");
+    // 100,000 blocks of 16 bytes, each 4 GiB above the one before: a 900 KB trace.
+    let events: Vec<(Op, u64, u64, u32)> = (0..100_000u64).map(|i| (Op::Malloc, (i + 1) << 32, 16, 0)).collect();
+    let trace = dir.join("scattered.hltrace");
+    write_raw(&trace, &[(BlockKind::Events, rows(&events))]);
+    assert!(std::fs::metadata(&trace).unwrap().len() < 1 << 20);
+    for e in run_views(&dir, &trace, "blocks 4 GiB apart", &["map", "timeline", "view"], TIME_LIMIT) {
+        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+        assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
     }
 }
 
