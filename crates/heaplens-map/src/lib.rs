@@ -173,7 +173,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     timing.mark("palette");
 
     // The views: their labels and granules, then their sizes.
-    let (labels, granules, binning): (Vec<Option<String>>, Vec<Vec<(u64, u64)>>, Binning) = match o.bins {
+    let (labels, granules, binning): (Vec<Option<String>>, Vec<_>, Binning) = match o.bins {
         Bins::None => (vec![None], vec![layout.granules.ranges()], Binning::One),
         Bins::Size => {
             let mut of_class = vec![None; bins::SIZE_CLASSES.len()];
