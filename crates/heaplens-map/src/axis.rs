@@ -65,7 +65,8 @@ impl AddressAxis {
         // blocks into a hundred thousand ranges.
         let fits = (height / (min_rows + GAP_ROWS)).floor().max(1.0) as usize;
         if ranges.len() > fits {
-            let mut gaps: Vec<(u64, usize)> = (0..ranges.len() - 1).map(|i| (ranges[i + 1].0 - ranges[i].1, i)).collect();
+            let mut gaps: Vec<(u64, usize)> =
+                (0..ranges.len() - 1).map(|i| (ranges[i + 1].0 - ranges[i].1, i)).collect();
             gaps.sort_unstable();
             let mut merge = vec![false; ranges.len()];
             for &(_, i) in &gaps[..ranges.len() - fits] {
@@ -99,7 +100,8 @@ impl AddressAxis {
             .zip(rows)
             .map(|(&(lo, hi), r)| {
                 // The last granule of the address space ends at 2^64, one past what a u64 holds.
-                let s = Segment { lo: lo << GRANULE_SHIFT, hi: hi.saturating_mul(1 << GRANULE_SHIFT), y0: y, y1: y + r };
+                let s =
+                    Segment { lo: lo << GRANULE_SHIFT, hi: hi.saturating_mul(1 << GRANULE_SHIFT), y0: y, y1: y + r };
                 y += r + GAP_ROWS;
                 s
             })
@@ -172,7 +174,8 @@ mod tests {
                 want.remove(i + 1);
             }
             let got = AddressAxis::new(ranges, 640.0, 12.0);
-            let got: Vec<(u64, u64)> = got.segments.iter().map(|s| (s.lo >> GRANULE_SHIFT, s.hi >> GRANULE_SHIFT)).collect();
+            let got: Vec<(u64, u64)> =
+                got.segments.iter().map(|s| (s.lo >> GRANULE_SHIFT, s.hi >> GRANULE_SHIFT)).collect();
             assert_eq!(got, want, "{n} ranges");
         }
     }

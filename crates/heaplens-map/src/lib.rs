@@ -364,8 +364,12 @@ fn damage(trace: &Trace, stacks: &IdMap<u32, f64>) -> Vec<String> {
 
 /// The colours of the stacks (top call sites) and threads, and the legend.
 fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Palette, Vec<LegendEntry>) {
-    let mut p =
-        Palette { stacks: IdTable::new(0), colors: Vec::new(), threads: IdMap::default(), max_waste: layout.max_waste() };
+    let mut p = Palette {
+        stacks: IdTable::new(0),
+        colors: Vec::new(),
+        threads: IdMap::default(),
+        max_waste: layout.max_waste(),
+    };
     let mut legend = Vec::new();
     let top = o.top.min(PALETTE.len());
     match o.color_by {

@@ -107,7 +107,12 @@ fn run_views(dir: &WorkDir, trace: &Path, what: &str, only: &[&str], limit: Dura
         .into_iter()
         .filter(|(name, _)| only.is_empty() || only.iter().any(|o| name.starts_with(o)))
         .map(|(name, args)| {
-            let e = bounded(&dir.path, &format!("{what}: heaplens {name} (trace kept at {})", trace.display()), &args, limit);
+            let e = bounded(
+                &dir.path,
+                &format!("{what}: heaplens {name} (trace kept at {})", trace.display()),
+                &args,
+                limit,
+            );
             e.assert_sound();
             e
         })
@@ -134,7 +139,11 @@ fn rows(events: &[(Op, u64, u64, u32)]) -> Vec<u8> {
 /// A trace holding a small block, released, and one `malloc` of `size` bytes left live.
 fn one_malloc(dir: &WorkDir, name: &str, size: u64, stack: u32) -> PathBuf {
     let path = dir.join(name);
-    let events = rows(&[(Op::Malloc, 0x1000_0000, 64, stack), (Op::Free, 0x1000_0000, 0, 0), (Op::Malloc, 0x1000_0000, size, stack)]);
+    let events = rows(&[
+        (Op::Malloc, 0x1000_0000, 64, stack),
+        (Op::Free, 0x1000_0000, 0, 0),
+        (Op::Malloc, 0x1000_0000, size, stack),
+    ]);
     write_raw(&path, &[(BlockKind::Events, events)]);
     assert!(std::fs::metadata(&path).unwrap().len() < 100, "a trace of a few dozen bytes");
     path
@@ -146,7 +155,10 @@ fn a_malloc_of_2e50_or_2e44_bytes_is_drawn_in_bounded_time_and_memory() {
     for shift in [50, 44] {
         let trace = one_malloc(&dir, &format!("malloc-2e{shift}.hltrace"), 1 << shift, 0);
         let ended = run_views(&dir, &trace, &format!("malloc of 2^{shift} bytes"), &[], TIME_LIMIT);
-        for e in ended.iter().filter(|e| e.what.contains(" map ") || e.what.contains("timeline") || e.what.contains(" view ")) {
+        for e in ended
+            .iter()
+            .filter(|e| e.what.contains(" map ") || e.what.contains("timeline") || e.what.contains(" view "))
+        {
             assert!(e.status.success(), "{} draws the block: {}", e.what, e.stderr);
             assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
         }
@@ -166,7 +178,11 @@ fn an_event_naming_stack_2e28_minus_1_takes_memory_by_what_the_file_holds() {
     assert!(out.stderr.contains("warning") && out.stderr.contains("1 stacks missing outer frames"), "{}", out.stderr);
     let png = dir.join("map.png");
     let out = heaplens(&dir, &[OsStr::new("map"), trace.as_os_str(), OsStr::new("-o"), png.as_os_str()]).ok("map");
-    assert!(out.stderr.contains("warning") && out.stderr.contains("1 stack ids the trace never defined"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("warning") && out.stderr.contains("1 stack ids the trace never defined"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -229,10 +245,7 @@ fn a_fifo_named_as_the_trace_is_refused_at_once() {
     fifo(&trace);
     for e in run_views(&dir, &trace, "a FIFO as the trace", &[], Duration::from_secs(10)) {
         assert!(!e.status.success(), "{} refuses it", e.what);
-        assert_one_line_error(
-            &Out { status: e.status, stdout: String::new(), stderr: e.stderr.clone() },
-            &e.what,
-        );
+        assert_one_line_error(&Out { status: e.status, stdout: String::new(), stderr: e.stderr.clone() }, &e.what);
         assert!(e.stderr.contains("not a regular file"), "{}: {}", e.what, e.stderr);
     }
 }
@@ -253,7 +266,8 @@ fn a_module_path_naming_a_fifo_is_never_opened() {
     let mut stacks = Vec::new();
     StackNode::begin(&mut stacks, 1);
     StackNode::push(&mut stacks, 1, 0, 0x40_1234);
-    let events = rows(&[(Op::Malloc, 0x1000_0000, 100, 1), (Op::Free, 0x1000_0000, 0, 0), (Op::Malloc, 0x1000_0040, 64, 1)]);
+    let events =
+        rows(&[(Op::Malloc, 0x1000_0000, 100, 1), (Op::Free, 0x1000_0000, 0, 0), (Op::Malloc, 0x1000_0040, 64, 1)]);
     let trace = dir.join("fifo-module.hltrace");
     write_raw(&trace, &[(BlockKind::Modules, modules), (BlockKind::Stacks, stacks), (BlockKind::Events, events)]);
     for e in run_views(&dir, &trace, "a module that is a FIFO", &[], Duration::from_secs(10)) {

@@ -83,7 +83,12 @@ pub fn mutate(rng: &mut Rng, p: &mut Vec<u8>) {
 /// One to three random changes to the blocks of a trace: a block dropped or duplicated, or a
 /// payload mutated ([`mutate`]); in `favour` of ten draws the payload is one of a kind
 /// `favoured` picks, when there is one.
-pub fn damage_blocks(rng: &mut Rng, b: &mut Vec<(BlockKind, Vec<u8>)>, favoured: &dyn Fn(BlockKind) -> bool, favour: usize) {
+pub fn damage_blocks(
+    rng: &mut Rng,
+    b: &mut Vec<(BlockKind, Vec<u8>)>,
+    favoured: &dyn Fn(BlockKind) -> bool,
+    favour: usize,
+) {
     for _ in 0..1 + rng.below(3) {
         match rng.below(10) {
             0 if b.len() > 1 => {
