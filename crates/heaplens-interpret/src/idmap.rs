@@ -69,6 +69,10 @@ impl<V: Copy + PartialEq> IdTable<V> {
     #[cold]
     #[inline(never)]
     fn get_sparse(&self, id: u32) -> V {
+        // Ids past the vector are mostly ones never set (a sound trace's other stacks): no hash.
+        if self.sparse.is_empty() {
+            return self.none;
+        }
         self.sparse.get(&id).copied().unwrap_or(self.none)
     }
 

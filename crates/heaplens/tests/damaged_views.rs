@@ -7,7 +7,8 @@
 //!
 //! The named cases are those the issue found: one `malloc` of 2^50 (or 2^44) bytes, an event
 //! naming stack 2^28 - 1, one stack varint edited in a recorded trace, a FIFO as the trace and
-//! as a module the trace names; and blocks scattered 4 GiB apart (a bitmap each, before). Then [`MUTATIONS`] mutated traces of `widgets 200`, their
+//! as a module the trace names; and blocks scattered 4 GiB apart (a bitmap each, before) and
+//! stack nodes 2^20 ids apart (the trie sized by the last id, before). Then [`MUTATIONS`] mutated traces of `widgets 200`, their
 //! blocks rewritten raw with their checksums recomputed so the damage reaches the decoders.
 
 mod common;
@@ -183,6 +184,26 @@ fn an_event_naming_stack_2e28_minus_1_takes_memory_by_what_the_file_holds() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn stack_nodes_each_1m_past_the_last_take_memory_by_the_nodes_present() {
+    let dir = WorkDir::new("views-trie-gaps");
+    // 255 Stacks blocks of one node each, 2^20 ids apart: a trace of 7 KB.
+    let mut blocks: Vec<(BlockKind, Vec<u8>)> = (1..256u32)
+        .map(|k| {
+            let mut p = Vec::new();
+            StackNode::begin(&mut p, k << 20);
+            StackNode::push(&mut p, k << 20, 0, 0x40_1000 + u64::from(k));
+            (BlockKind::Stacks, p)
+        })
+        .collect();
+    blocks.push((BlockKind::Events, rows(&[(Op::Malloc, 0x1000_0000, 64, 255 << 20)])));
+    let trace = dir.join("trie-gaps.hltrace");
+    write_raw(&trace, &blocks);
+    for e in run_views(&dir, &trace, "stack nodes 2^20 apart", &[], TIME_LIMIT) {
+        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+    }
 }
 
 #[test]
