@@ -181,7 +181,20 @@ impl<R: Read> TraceReader<R> {
     /// [`PAYLOAD_SPARE`] bytes of spare capacity; `None` when it does not decode to `raw_len`
     /// bytes (raw payloads are taken as stored).
     fn decode(&mut self, codec: u8, raw_len: usize) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(raw_len.max(self.stored.len()) + PAYLOAD_SPARE);
+        // The raw length is a number read from the file: reserve only what the stored bytes can
+        // decode to (a damaged header declaring 256 MiB over ten bytes made the LZ4 path zero
+        // 256 MiB, and every path reserve it).
+        let capacity = match codec {
+            c if c == Codec::Raw as u8 => self.stored.len(),
+            c if c == Codec::Lz4 as u8 && raw_len > LZ4_MAX_RATIO * self.stored.len() + 64 => return None,
+            c if c == Codec::Zstd as u8 => match zstd::zstd_safe::get_frame_content_size(&self.stored) {
+                Ok(Some(n)) if n != raw_len as u64 => return None,
+                Err(_) => return None,
+                _ => raw_len,
+            },
+            _ => raw_len,
+        };
+        let mut out = Vec::with_capacity(capacity + PAYLOAD_SPARE);
         match codec {
             c if c == Codec::Raw as u8 => out.extend_from_slice(&self.stored),
             c if c == Codec::Lz4 as u8 => {
@@ -206,6 +219,10 @@ impl<R: Read> TraceReader<R> {
         None
     }
 }
+
+/// The most bytes an LZ4 block decodes to per byte stored: a match's length takes one more
+/// byte per 255.
+const LZ4_MAX_RATIO: usize = 255;
 
 /// Bytes a block's payload is read in at most at a time.
 const READ_STEP: usize = 1 << 20;

@@ -8,7 +8,8 @@
 //! The named cases are those the issue found: one `malloc` of 2^50 (or 2^44) bytes, an event
 //! naming stack 2^28 - 1, one stack varint edited in a recorded trace, a FIFO as the trace and
 //! as a module the trace names; and blocks scattered 4 GiB apart (a bitmap each, before) and
-//! stack nodes 2^20 ids apart (the trie sized by the last id, before). Then [`MUTATIONS`] mutated traces of `widgets 200`, their
+//! stack nodes 2^20 ids apart (the trie sized by the last id, before), and LZ4 blocks declaring
+//! 200 MiB over ten bytes (each zeroed 200 MiB, before). Then [`MUTATIONS`] mutated traces of `widgets 200`, their
 //! blocks rewritten raw with their checksums recomputed so the damage reaches the decoders.
 
 mod common;
@@ -248,6 +249,28 @@ fn blocks_scattered_4_gib_apart_cost_no_bitmap_each() {
     assert!(std::fs::metadata(&trace).unwrap().len() < 1 << 20);
     for e in run_views(&dir, &trace, "blocks 4 GiB apart", &["map", "timeline", "view"], TIME_LIMIT) {
         assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+        assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
+    }
+}
+
+#[test]
+fn lz4_blocks_claiming_200_mib_over_ten_bytes_are_damage_not_work() {
+    let dir = WorkDir::new("views-lz4-claims");
+    // 200 Events blocks, each ten stored bytes declaring a raw length of 200 MiB (header as in
+    // `heaplens_trace::block`: kind, codec 1 = LZ4, reserved, stored and raw length, CRC-32).
+    let stored = [0u8; 10];
+    let mut bytes = heaplens_trace::block::file_header().to_vec();
+    for _ in 0..200 {
+        bytes.extend([BlockKind::Events as u8, 1, 0, 0]);
+        bytes.extend((stored.len() as u32).to_le_bytes());
+        bytes.extend((200u32 << 20).to_le_bytes());
+        bytes.extend(crc32fast::hash(&stored).to_le_bytes());
+        bytes.extend(stored);
+    }
+    let trace = dir.join("lz4-claims.hltrace");
+    std::fs::write(&trace, bytes).unwrap();
+    for e in run_views(&dir, &trace, "LZ4 blocks claiming 200 MiB", &["report", "map", "export collapsed"], TIME_LIMIT)
+    {
         assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
     }
 }
