@@ -67,15 +67,19 @@ pub struct Health {
 pub struct StackTable {
     parent: Vec<u32>,
     addr: Vec<u64>,
+    /// Nodes defined (ids given a definition at least once).
+    defined: usize,
 }
 
 /// Largest stack node id accepted (2^28 nodes, 3 GiB of tables): guards the dense tables
 /// indexed by id against a wild id.
 pub const MAX_STACK_ID: u32 = 1 << 28;
 
-/// How far past the highest node id seen so far a new id may go. The monitor writes nodes in
+/// How far past twice the nodes defined so far a new id may go. The monitor writes nodes in
 /// the order it numbers them, so only damage skips ahead; the gap bounds the tables by the nodes
-/// present (1M slots, 12 MiB) instead of by a number read from the file.
+/// present (1M slots, 12 MiB, plus two slots a node) instead of by a number read from the file.
+/// Twice the nodes, not the highest id: 255 nodes each 1M past the one before sized the table
+/// by 2^28 ids (3 GiB) from a trace of 7 KB.
 pub const MAX_ID_GAP: usize = 1 << 20;
 
 /// Marks a node id whose definition was never read (a truncated or damaged trace).
@@ -85,17 +89,20 @@ impl StackTable {
     /// Adds (or redefines) a node.
     ///
     /// Returns false (the node is dropped) for an id past [`MAX_STACK_ID`] or more than
-    /// [`MAX_ID_GAP`] past the highest id seen: the table grows with the nodes present.
+    /// [`MAX_ID_GAP`] past twice the nodes defined: the table grows with the nodes present.
     pub fn insert(&mut self, n: StackNode) -> bool {
         // The monitor numbers nodes in the order it writes them: an id far past the nodes seen
         // so far is damage, and would size the table by a number read from the file.
-        if n.id > MAX_STACK_ID || n.id as usize > self.parent.len() + MAX_ID_GAP {
+        if n.id > MAX_STACK_ID || n.id as usize > 2 * self.defined + MAX_ID_GAP {
             return false;
         }
         let i = n.id as usize;
         if i >= self.parent.len() {
             self.parent.resize(i + 1, UNDEFINED);
             self.addr.resize(i + 1, 0);
+        }
+        if self.parent[i] == UNDEFINED {
+            self.defined += 1;
         }
         self.parent[i] = n.parent;
         self.addr[i] = n.addr;

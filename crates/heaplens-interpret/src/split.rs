@@ -74,7 +74,7 @@ pub fn replay_split<V: Joinable>(
     min_bytes: usize,
 ) -> Result<(Trace, V, Ran), LoadError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let file = std::fs::File::open(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
+    let file = heaplens_trace::open_regular(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
     let disk = Arc::new(DiskBlocks::new(file));
     let bar = Progress::bytes(progress, size, "replaying");
     let (mut m, tids) = Merger::on_disk(disk.clone(), &index.blocks);

@@ -41,6 +41,11 @@ use crate::merge::ondisk::{BlockAt, DiskBlocks};
 use crate::merge::{Consumer, Merger};
 use crate::progress::Progress;
 
+/// The largest size a [`Block`] has (1 TiB): a larger one is a number from a damaged trace (no
+/// allocator hands out more), and summed over the blocks of a view it would overflow the
+/// counters of the views (bytes in use, totals per stack), so it is taken as this.
+pub const MAX_BLOCK_SIZE: u64 = 1 << 40;
+
 /// An allocated block, as its allocation made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Block {
@@ -50,9 +55,10 @@ pub struct Block {
     pub tid: u32,
     /// Its address (0 for a failed allocation).
     pub addr: u64,
-    /// Bytes requested.
+    /// Bytes requested (at most [`MAX_BLOCK_SIZE`]).
     pub size: u64,
-    /// Bytes usable (the allocator's size for the block, at least `size`).
+    /// Bytes usable (the allocator's size for the block, at least `size`, at most
+    /// [`MAX_BLOCK_SIZE`]).
     pub usable: u64,
     /// The entry point that allocated it (`malloc`, `operator new[]`, `realloc`...).
     pub op: Op,
@@ -246,7 +252,7 @@ pub fn replay_indexed(
     progress: bool,
 ) -> Result<Trace, LoadError> {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let file = std::fs::File::open(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
+    let file = heaplens_trace::open_regular(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
     let disk = Arc::new(DiskBlocks::new(file));
     let (mut m, tids) = Merger::on_disk(disk.clone(), &index.blocks);
     let bar = Progress::bytes(progress, size, "replaying");
@@ -309,8 +315,8 @@ impl<'v> Lifetimes<'v> {
             ts: clock.to_ns(e.ts),
             tid,
             addr: e.addr,
-            size: e.size,
-            usable: e.usable.max(e.size),
+            size: e.size.min(MAX_BLOCK_SIZE),
+            usable: e.usable.max(e.size).min(MAX_BLOCK_SIZE),
             op: e.op,
             stack: e.stack,
         }

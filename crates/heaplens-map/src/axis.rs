@@ -46,25 +46,40 @@ pub struct AddressAxis {
 }
 
 impl AddressAxis {
-    /// Lays out the granules (addresses `>> GRANULE_SHIFT`) on `height` rows: runs of granules
-    /// with gaps of up to 1 MiB are one segment; segments share the rows by their sizes, each
-    /// at least `min_rows` high while there is room, with a band of [`GAP_ROWS`] between two.
-    pub fn new(mut granules: Vec<u64>, height: f64, min_rows: f64) -> AddressAxis {
+    /// Lays out the granule ranges `[lo, hi)` (addresses `>> GRANULE_SHIFT`, in any order) on
+    /// `height` rows: ranges with gaps of up to 1 MiB are one segment; segments share the rows
+    /// by their sizes, each at least `min_rows` high while there is room, with a band of
+    /// [`GAP_ROWS`] between two. Ranges, not granules, so that a block of many gigabytes costs
+    /// no more than a small one.
+    pub fn new(mut granules: Vec<(u64, u64)>, height: f64, min_rows: f64) -> AddressAxis {
         granules.sort_unstable();
-        granules.dedup();
         let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for g in granules {
+        for (lo, hi) in granules {
             match ranges.last_mut() {
-                Some((_, hi)) if g <= *hi + KEEP_GAP => *hi = g + 1,
-                _ => ranges.push((g, g + 1)),
+                Some((_, end)) if lo <= end.saturating_add(KEEP_GAP) => *end = (*end).max(hi),
+                _ => ranges.push((lo, hi)),
             }
         }
-        // Too many segments for their bands and minimum heights: merge across the smallest gaps.
-        let fits = |n: usize| (n as f64) * (min_rows + GAP_ROWS) <= height;
-        while ranges.len() > 1 && !fits(ranges.len()) {
-            let i = (0..ranges.len() - 1).min_by_key(|&i| ranges[i + 1].0 - ranges[i].1).unwrap_or(0);
-            ranges[i].1 = ranges[i + 1].1;
-            ranges.remove(i + 1);
+        // Too many segments for their bands and minimum heights: merge across the smallest gaps
+        // (ties from the lowest addresses), all at once, as a damaged trace can scatter its
+        // blocks into a hundred thousand ranges.
+        let fits = (height / (min_rows + GAP_ROWS)).floor().max(1.0) as usize;
+        if ranges.len() > fits {
+            let mut gaps: Vec<(u64, usize)> =
+                (0..ranges.len() - 1).map(|i| (ranges[i + 1].0 - ranges[i].1, i)).collect();
+            gaps.sort_unstable();
+            let mut merge = vec![false; ranges.len()];
+            for &(_, i) in &gaps[..ranges.len() - fits] {
+                merge[i + 1] = true;
+            }
+            let mut kept: Vec<(u64, u64)> = Vec::with_capacity(fits);
+            for (r, m) in ranges.into_iter().zip(merge) {
+                match kept.last_mut() {
+                    Some(k) if m => k.1 = r.1,
+                    _ => kept.push(r),
+                }
+            }
+            ranges = kept;
         }
         let n = ranges.len() as f64;
         let free_rows = (height - GAP_ROWS * (n - 1.0).max(0.0)).max(1.0);
@@ -84,7 +99,9 @@ impl AddressAxis {
             .iter()
             .zip(rows)
             .map(|(&(lo, hi), r)| {
-                let s = Segment { lo: lo << GRANULE_SHIFT, hi: hi << GRANULE_SHIFT, y0: y, y1: y + r };
+                // The last granule of the address space ends at 2^64, one past what a u64 holds.
+                let s =
+                    Segment { lo: lo << GRANULE_SHIFT, hi: hi.saturating_mul(1 << GRANULE_SHIFT), y0: y, y1: y + r };
                 y += r + GAP_ROWS;
                 s
             })
@@ -131,10 +148,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn many_ranges_merge_across_their_smallest_gaps_as_one_at_a_time_did() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for n in [2usize, 40, 41, 300] {
+            let mut ranges: Vec<(u64, u64)> = Vec::new();
+            let mut at = 0;
+            for _ in 0..n {
+                // Gaps from a few values, so that ties are common.
+                at += KEEP_GAP + 1 + next() % 4 * 100;
+                let len = 1 + next() % 3;
+                ranges.push((at, at + len));
+                at += len;
+            }
+            // The merge as it was: the smallest gap (the lowest on ties), one at a time.
+            let mut want = ranges.clone();
+            while want.len() > 1 && (want.len() as f64) * (12.0 + GAP_ROWS) > 640.0 {
+                let i = (0..want.len() - 1).min_by_key(|&i| want[i + 1].0 - want[i].1).unwrap();
+                want[i].1 = want[i + 1].1;
+                want.remove(i + 1);
+            }
+            let got = AddressAxis::new(ranges, 640.0, 12.0);
+            let got: Vec<(u64, u64)> =
+                got.segments.iter().map(|s| (s.lo >> GRANULE_SHIFT, s.hi >> GRANULE_SHIFT)).collect();
+            assert_eq!(got, want, "{n} ranges");
+        }
+    }
+
+    #[test]
     fn gaps_are_cut_and_small_segments_stay_visible() {
         // A 4 MiB heap and one 64 KiB chunk far above it.
-        let mut g: Vec<u64> = (0x100..0x140).collect();
-        g.push(0x7f00_0000);
+        let g = vec![(0x7f00_0000, 0x7f00_0001), (0x100, 0x120), (0x110, 0x140)];
         let a = AddressAxis::new(g, 200.0, 12.0);
         assert_eq!(a.segments.len(), 2);
         let (heap, chunk) = (&a.segments[0], &a.segments[1]);

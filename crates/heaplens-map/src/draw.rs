@@ -1,7 +1,7 @@
 //! The second pass: every block drawn as it ends (or at the end of the trace, for the blocks
 //! still live), and the bytes in use followed for the occupancy bar.
 
-use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::idmap::{IdMap, IdTable};
 use heaplens_interpret::split::{Half, Joinable};
 use heaplens_interpret::view::{Block, Release, View};
 
@@ -30,7 +30,7 @@ pub enum ColorBy {
 pub struct Palette {
     /// Per stack id ([`ColorBy::Function`]): an index into [`Palette::colors`] plus one, 0 for
     /// [`OTHER`]. Dense (the trie's node ids are), since every block drawn looks its stack up.
-    pub stacks: Vec<u8>,
+    pub stacks: IdTable<u8>,
     /// The colours `stacks` refers to.
     pub colors: Vec<Rgb>,
     /// Per thread ([`ColorBy::Thread`]).
@@ -180,7 +180,7 @@ impl<'a> Painter<'a> {
             ColorBy::Function => {
                 // Blocks of one stack come in runs.
                 if self.last_color.0 != b.stack {
-                    let k = self.palette.stacks.get(b.stack as usize).copied().unwrap_or(0) as usize;
+                    let k = self.palette.stacks.get(b.stack) as usize;
                     self.last_color = (b.stack, if k == 0 { OTHER } else { self.palette.colors[k - 1] });
                 }
                 self.last_color.1

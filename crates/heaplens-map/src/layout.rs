@@ -5,7 +5,7 @@
 use heaplens_interpret::idmap::IdMap;
 use heaplens_interpret::load::{LoadError, Trace};
 use heaplens_interpret::split::{replay_split, Joinable};
-use heaplens_interpret::view::{Block, EventIndex, Release, View};
+use heaplens_interpret::view::{Block, EventIndex, Release, View, MAX_BLOCK_SIZE};
 use heaplens_trace::{Event, OpClass};
 use rustc_hash::FxHashSet as HashSet;
 
@@ -120,16 +120,12 @@ impl Layout {
         let last = (hi - 1) >> GRANULE_SHIFT;
         // Consecutive blocks mostly share a granule.
         if first != last || first != self.last_granule {
-            for g in first..=last {
-                self.granules.insert(g);
-            }
+            self.granules.insert_span(first, last);
             self.last_granule = last;
         }
         if !self.granules_by_class.is_empty() {
             if let Some(c) = self.granules_by_class.get_mut(crate::bins::size_class(usable)) {
-                for g in first..=last {
-                    c.insert(g);
-                }
+                c.insert_span(first, last);
             }
         }
         if self.dense && stack < DENSE_STACKS {
@@ -225,7 +221,8 @@ impl heaplens_interpret::scan::Scanner for Scanned {
         if e.addr == 0 || !matches!(e.op.class(), OpClass::Alloc | OpClass::Realloc) {
             return;
         }
-        self.layout.note(e.addr, e.usable, e.size, e.stack);
+        // As the replay's blocks are (`MAX_BLOCK_SIZE`): the byte sums stay in range.
+        self.layout.note(e.addr, e.usable.min(MAX_BLOCK_SIZE), e.size.min(MAX_BLOCK_SIZE), e.stack);
         if e.tid != self.last_tid {
             self.last_tid = e.tid;
             let first = self.first_alloc.entry(e.tid).or_insert(e.ts);

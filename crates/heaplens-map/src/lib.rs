@@ -33,7 +33,7 @@ pub mod units;
 
 use std::path::Path;
 
-use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::idmap::{IdMap, IdTable};
 use heaplens_interpret::load::{LoadError, Trace};
 use heaplens_interpret::split::{replay_split, Half, Ran};
 use heaplens_interpret::view::{replay_indexed, EventIndex, View};
@@ -168,20 +168,20 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
     }
     let t0 = first_ts + o.window.from_ns.unwrap_or(0);
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
-    let axis = AddressAxis::new(layout.granules.iter().collect(), o.height as f64, 12.0);
+    let axis = AddressAxis::new(layout.granules.ranges(), o.height as f64, 12.0);
     let (palette, legend) = palette(path, &trace, &layout, o);
     timing.mark("palette");
 
     // The views: their labels and granules, then their sizes.
-    let (labels, granules, binning): (Vec<Option<String>>, Vec<Vec<u64>>, Binning) = match o.bins {
-        Bins::None => (vec![None], vec![layout.granules.iter().collect()], Binning::One),
+    let (labels, granules, binning): (Vec<Option<String>>, Vec<_>, Binning) = match o.bins {
+        Bins::None => (vec![None], vec![layout.granules.ranges()], Binning::One),
         Bins::Size => {
             let mut of_class = vec![None; bins::SIZE_CLASSES.len()];
             let (mut labels, mut granules) = (Vec::new(), Vec::new());
             for (k, g) in layout.granules_by_class.iter().enumerate().filter(|(_, g)| !g.is_empty()) {
                 of_class[k] = Some(labels.len());
                 labels.push(Some(bins::size_label(k)));
-                granules.push(g.iter().collect());
+                granules.push(g.ranges());
             }
             (labels, granules, Binning::Size(of_class))
         }
@@ -190,11 +190,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
             let granules = axis
                 .segments
                 .iter()
-                .map(|s| {
-                    (s.lo >> axis::GRANULE_SHIFT..s.hi >> axis::GRANULE_SHIFT)
-                        .filter(|&g| layout.granules.contains(g))
-                        .collect()
-                })
+                .map(|s| layout.granules.ranges_in(s.lo >> axis::GRANULE_SHIFT, s.hi >> axis::GRANULE_SHIFT))
                 .collect();
             (labels, granules, Binning::Arena(axis.clone()))
         }
@@ -250,7 +246,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
         legend: &legend,
         color_by: o.color_by,
     });
-    let damage = damage(&trace);
+    let damage = damage(&trace, &layout.bytes_by_stack);
     timing.mark("composed");
     Ok(Map {
         scene,
@@ -345,12 +341,12 @@ pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, Map
         area,
         peak: (tl.peak.0.max(0) as u64, tl.peak.1 - first_ts),
         at_peak,
-        damage: damage(&trace),
+        damage: damage(&trace, &layout.byte_ns_by_stack),
     })
 }
 
-/// What was wrong with the trace, as warnings.
-fn damage(trace: &Trace) -> Vec<String> {
+/// What was wrong with the trace, as warnings; `stacks` are the stack ids the blocks named.
+fn damage(trace: &Trace, stacks: &IdMap<u32, f64>) -> Vec<String> {
     let h = &trace.health;
     let mut damage = Vec::new();
     if let Some(at) = h.truncated_at {
@@ -359,13 +355,21 @@ fn damage(trace: &Trace) -> Vec<String> {
     if h.corrupt_blocks + h.malformed_blocks > 0 {
         damage.push(format!("{} damaged blocks skipped", h.corrupt_blocks + h.malformed_blocks));
     }
+    let undefined = stacks.keys().filter(|&&id| id != 0 && trace.stacks.get(id).is_none()).count();
+    if undefined > 0 {
+        damage.push(format!("{undefined} stack ids the trace never defined, drawn as unknown"));
+    }
     damage
 }
 
 /// The colours of the stacks (top call sites) and threads, and the legend.
 fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Palette, Vec<LegendEntry>) {
-    let mut p =
-        Palette { stacks: Vec::new(), colors: Vec::new(), threads: IdMap::default(), max_waste: layout.max_waste() };
+    let mut p = Palette {
+        stacks: IdTable::new(0),
+        colors: Vec::new(),
+        threads: IdMap::default(),
+        max_waste: layout.max_waste(),
+    };
     let mut legend = Vec::new();
     let top = o.top.min(PALETTE.len());
     match o.color_by {
@@ -375,10 +379,8 @@ fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Pale
                 legend.push(LegendEntry { rgb: PALETTE[k], label: label.clone(), bytes: *bytes as u64 });
             }
             p.colors = PALETTE[..s.top.len()].to_vec();
-            let len = s.of_stack.keys().map(|&stack| stack as usize + 1).max().unwrap_or(0);
-            p.stacks = vec![0; len];
             for (&stack, &k) in s.of_stack.iter() {
-                p.stacks[stack as usize] = k as u8 + 1;
+                p.stacks.set(stack, k as u8 + 1);
             }
         }
         ColorBy::Thread => {

@@ -10,7 +10,7 @@
 //! be, and the join lowers every run after a mark by its block. (The occupancy bar under the
 //! map does the same for the total alone, see `occupancy.rs`.)
 
-use heaplens_interpret::idmap::IdMap;
+use heaplens_interpret::idmap::{IdMap, IdTable};
 use heaplens_interpret::split::{Half, Joinable};
 use heaplens_interpret::view::{Block, Release, View};
 
@@ -20,7 +20,7 @@ use crate::time_columns::TimeColumns;
 pub struct Timeline {
     /// Per stack id, its site's index (stacks of no top site, and those past the end, count in
     /// the last slot, "the rest"). Dense: every event looks its stack up.
-    site_of: Vec<u16>,
+    site_of: IdTable<u16>,
     sites: usize,
     /// Bytes in use per site, the rest last (relative to the cut, in a later half).
     live: Vec<i64>,
@@ -67,10 +67,9 @@ impl Timeline {
     /// A timeline of `width` columns over `[t0, t1]` for `sites` top call sites (`site_of`:
     /// each top stack's site), for `half` of a replay.
     pub fn new(site_of: &IdMap<u32, usize>, sites: usize, width: usize, (t0, t1): (u64, u64), half: Half) -> Timeline {
-        let len = site_of.keys().map(|&s| s as usize + 1).max().unwrap_or(0);
-        let mut dense = vec![sites as u16; len];
+        let mut dense = IdTable::new(sites as u16);
         for (&stack, &site) in site_of {
-            dense[stack as usize] = site as u16;
+            dense.set(stack, site as u16);
         }
         let width = width.max(1);
         Timeline {
@@ -88,7 +87,7 @@ impl Timeline {
     }
 
     fn site(&self, stack: u32) -> usize {
-        site_in(&self.site_of, self.sites, stack)
+        site_in(&self.site_of, stack)
     }
 
     fn col(&self, ts: u64) -> Option<u32> {
@@ -151,9 +150,9 @@ impl Timeline {
     }
 }
 
-/// The site of `stack` in a dense `site_of` ([`Timeline`]'s), `rest` when it has none.
-fn site_in(site_of: &[u16], rest: usize, stack: u32) -> usize {
-    site_of.get(stack as usize).map_or(rest, |&s| s as usize)
+/// The site of `stack` in `site_of` ([`Timeline`]'s): the rest's index when it has none.
+fn site_in(site_of: &IdTable<u16>, stack: u32) -> usize {
+    usize::from(site_of.get(stack))
 }
 
 impl View for Timeline {
@@ -186,12 +185,12 @@ impl Joinable for Timeline {
         let n = self.sites + 1;
         let (base, base_total) = (self.live.clone(), self.total);
         // What the marks so far released: per site and in all.
-        let (site_of, sites) = (&self.site_of, self.sites);
+        let site_of = &self.site_of;
         let (mut lowered, mut lowered_total, mut k) = (vec![0i64; n], 0i64, 0usize);
         let mut lower_to = |marks: u32, lowered: &mut Vec<i64>, lowered_total: &mut i64| {
             while k < marks as usize {
                 if let Some((_, Some(b))) = releases.get(k) {
-                    lowered[site_in(site_of, sites, b.stack)] += b.size as i64;
+                    lowered[site_in(site_of, b.stack)] += b.size as i64;
                     *lowered_total += b.size as i64;
                 }
                 k += 1;

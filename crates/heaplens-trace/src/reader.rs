@@ -62,8 +62,27 @@ impl TraceReader<BufReader<File>> {
     /// [`ReadError::Io`] when the file cannot be read, [`ReadError::NotATrace`] when it is not a
     /// heaplens trace, [`ReadError::UnsupportedVersion`] for another format version.
     pub fn open(path: &Path) -> Result<Self, ReadError> {
-        Self::new(BufReader::with_capacity(1 << 20, File::open(path)?))
+        Self::new(BufReader::with_capacity(1 << 20, open_regular(path)?))
     }
+}
+
+/// Opens `path` for reading if it is a regular file, else fails with "not a regular file".
+///
+/// A trace names module files, and a user may name anything as a trace: a FIFO would block
+/// the open (or the first read) until someone writes to it, a character device such as
+/// `/dev/zero` never ends. The file is opened with `O_NONBLOCK`, which never waits, and its
+/// type checked on the open descriptor, so nothing swapped in between a `stat` and the open
+/// is read either. A regular file ignores `O_NONBLOCK`.
+///
+/// # Errors
+/// The open's error, or [`std::io::ErrorKind::InvalidInput`] for anything but a regular file.
+pub fn open_regular(path: impl AsRef<Path>) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(file)
 }
 
 impl<R: Read> TraceReader<R> {
@@ -162,7 +181,20 @@ impl<R: Read> TraceReader<R> {
     /// [`PAYLOAD_SPARE`] bytes of spare capacity; `None` when it does not decode to `raw_len`
     /// bytes (raw payloads are taken as stored).
     fn decode(&mut self, codec: u8, raw_len: usize) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(raw_len.max(self.stored.len()) + PAYLOAD_SPARE);
+        // The raw length is a number read from the file: reserve only what the stored bytes can
+        // decode to (a damaged header declaring 256 MiB over ten bytes made the LZ4 path zero
+        // 256 MiB, and every path reserve it).
+        let capacity = match codec {
+            c if c == Codec::Raw as u8 => self.stored.len(),
+            c if c == Codec::Lz4 as u8 && raw_len > LZ4_MAX_RATIO * self.stored.len() + 64 => return None,
+            c if c == Codec::Zstd as u8 => match zstd::zstd_safe::get_frame_content_size(&self.stored) {
+                Ok(Some(n)) if n != raw_len as u64 => return None,
+                Err(_) => return None,
+                _ => raw_len,
+            },
+            _ => raw_len,
+        };
+        let mut out = Vec::with_capacity(capacity + PAYLOAD_SPARE);
         match codec {
             c if c == Codec::Raw as u8 => out.extend_from_slice(&self.stored),
             c if c == Codec::Lz4 as u8 => {
@@ -187,6 +219,10 @@ impl<R: Read> TraceReader<R> {
         None
     }
 }
+
+/// The most bytes an LZ4 block decodes to per byte stored: a match's length takes one more
+/// byte per 255.
+const LZ4_MAX_RATIO: usize = 255;
 
 /// Bytes a block's payload is read in at most at a time.
 const READ_STEP: usize = 1 << 20;

@@ -151,7 +151,8 @@ fn print(out: &str) -> anyhow::Result<()> {
 
 fn warn_if_damaged(r: &Report) {
     let t = &r.trace;
-    if t.truncated || t.corrupt_blocks > 0 || t.malformed_blocks > 0 {
+    // Stacks missing their nodes: a stack id the trie never defined, which only damage names.
+    if t.truncated || t.corrupt_blocks > 0 || t.malformed_blocks > 0 || t.incomplete_stacks > 0 {
         eprintln!(
             "heaplens: warning: {}: damaged trace, reporting what could be read: {}",
             t.path,

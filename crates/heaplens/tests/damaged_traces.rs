@@ -16,6 +16,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::Command;
 
+use common::damage::{damage_blocks, trace_blocks as blocks, write_raw as write, Rng};
 use common::*;
 use heaplens_trace::{BlockKind, BlockWriter, Codec, TraceReader};
 
@@ -24,80 +25,6 @@ const AS_LIMIT: u64 = 1 << 30;
 
 /// Mutated traces tried per source trace.
 const CASES: usize = 300;
-
-/// A small deterministic generator (xorshift64*), so failures repeat.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-/// Every block of a trace, decompressed.
-fn blocks(path: &Path) -> Vec<(BlockKind, Vec<u8>)> {
-    let mut r = TraceReader::open(path).expect("open trace");
-    let mut v = Vec::new();
-    while let Some(b) = r.next_block().expect("read block") {
-        v.push(b);
-    }
-    v
-}
-
-/// Writes blocks as a trace, each stored raw with a correct checksum.
-fn write(path: &Path, blocks: &[(BlockKind, Vec<u8>)]) {
-    let mut w = BlockWriter::new(Vec::new()).unwrap();
-    for (k, p) in blocks {
-        w.write_block_as(*k, p, Codec::Raw).unwrap();
-    }
-    std::fs::write(path, w.get_mut()).unwrap();
-}
-
-/// One random mutation of one payload.
-fn mutate(rng: &mut Rng, p: &mut Vec<u8>) {
-    let at = |rng: &mut Rng, p: &Vec<u8>| rng.below(p.len().max(1));
-    match rng.below(7) {
-        0 if !p.is_empty() => {
-            let i = at(rng, p);
-            p[i] ^= 1 << rng.below(8);
-        }
-        1 => {
-            let i = rng.below(p.len() + 1);
-            p.insert(i, rng.next() as u8);
-        }
-        2 if !p.is_empty() => {
-            let i = at(rng, p);
-            p.remove(i);
-        }
-        3 => {
-            // A huge varint (up to 2^63) where one was.
-            let i = rng.below(p.len() + 1);
-            let big = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
-            let n = 3 + rng.below(6);
-            p.splice(i..(i + 1).min(p.len()), big[9 - n..].iter().copied());
-        }
-        4 => {
-            let n = rng.below(p.len() + 1);
-            p.truncate(n);
-        }
-        5 if !p.is_empty() => {
-            let i = at(rng, p);
-            p[i] = rng.next() as u8;
-        }
-        _ => {
-            let n = rng.below(32);
-            let i = rng.below(p.len() + 1);
-            let junk: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
-            p.splice(i..i, junk);
-        }
-    }
-}
 
 /// Runs `heaplens report` on `trace` under the address-space limit; panics if it panicked, died
 /// by a signal or printed something other than a report or one error line.
@@ -146,31 +73,8 @@ fn fuzz(dir: &WorkDir, source: &[(BlockKind, Vec<u8>)], seed: u64) {
     let path = dir.join("damaged.hltrace");
     for case in 0..CASES {
         let mut b = source.to_vec();
-        for _ in 0..1 + rng.below(3) {
-            match rng.below(10) {
-                0 if b.len() > 1 => {
-                    let i = rng.below(b.len());
-                    b.remove(i);
-                }
-                1 => {
-                    let i = rng.below(b.len());
-                    let copy = b[i].clone();
-                    b.insert(rng.below(b.len() + 1), copy);
-                }
-                2 | 3 => {
-                    // The symbol tables are the largest structured payloads: damage them often.
-                    let syms: Vec<usize> = (0..b.len())
-                        .filter(|&i| matches!(b[i].0, BlockKind::Symbols | BlockKind::SymbolsIndex))
-                        .collect();
-                    let i = if syms.is_empty() { rng.below(b.len()) } else { syms[rng.below(syms.len())] };
-                    mutate(&mut rng, &mut b[i].1);
-                }
-                _ => {
-                    let i = rng.below(b.len());
-                    mutate(&mut rng, &mut b[i].1);
-                }
-            }
-        }
+        // The symbol tables are the largest structured payloads: damage them often.
+        damage_blocks(&mut rng, &mut b, &|k| matches!(k, BlockKind::Symbols | BlockKind::SymbolsIndex), 2);
         write(&path, &b);
         check(dir, &path, &format!("seed {seed:#x} case {case}"));
     }

@@ -5,7 +5,6 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use addr2line::gimli::{self, EndianSlice, RunTimeEndian, SectionId};
@@ -33,7 +32,7 @@ pub struct DebugDwarf {
 impl DebugDwarf {
     /// Loads the DWARF of `path`; `None` when the file cannot be read or parsed.
     pub fn load(path: &Path) -> Option<Self> {
-        let map = Mapped::new(&File::open(path).ok()?)?;
+        let map = Mapped::new(&heaplens_trace::open_regular(path).ok()?)?;
         // SAFETY: the bytes stay mapped as long as `map`, which `DebugDwarf` keeps, and the
         // slices made from them never leave it (`push_frames` copies what it returns).
         let bytes: &'static [u8] = unsafe { std::slice::from_raw_parts(map.bytes().as_ptr(), map.bytes().len()) };

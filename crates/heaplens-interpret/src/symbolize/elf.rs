@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -153,7 +152,7 @@ impl Module {
 }
 
 fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
-    let file = File::open(path).map_err(|e| match e.kind() {
+    let file = heaplens_trace::open_regular(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("{path} is gone since the run: its frames are not symbolized"),
         _ => format!("cannot open {path}: {e}"),
     })?;
@@ -214,7 +213,9 @@ fn demangle(name: &str) -> String {
 /// The symbol table of `path`, read through the section table alone; empty when it cannot be
 /// read.
 fn read_symbols(path: &Path) -> SymbolTable {
-    let Some(map) = File::open(path).ok().and_then(|f| Mapped::new(&f)) else { return SymbolTable::default() };
+    let Some(map) = heaplens_trace::open_regular(path).ok().and_then(|f| Mapped::new(&f)) else {
+        return SymbolTable::default();
+    };
     object::File::parse(map.bytes()).map(|obj| SymbolTable::read(&obj)).unwrap_or_default()
 }
 

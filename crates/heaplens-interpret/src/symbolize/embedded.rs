@@ -117,7 +117,7 @@ fn idle_priority() {
 /// The trace at `path`, once its file header and Process block are there and say it is the
 /// trace of process `pid` (not a file left from before).
 fn open_trace(path: &Path, pid: u32) -> Option<File> {
-    let mut f = File::open(path).ok()?;
+    let mut f = heaplens_trace::open_regular(path).ok()?;
     let mut h = [0u8; FILE_HEADER_LEN];
     io::Read::read_exact(&mut f, &mut h).ok()?;
     if h[..MAGIC.len()] != MAGIC[..] {
@@ -184,7 +184,7 @@ pub fn read(path: &Path) -> Option<Result<SymResults, Malformed>> {
 
 /// The [`SymbolTable`] embedded in the trace at `path`, if any (see [`read`]).
 pub fn read_table(path: &Path) -> Option<Result<SymbolTable, Malformed>> {
-    let mut f = File::open(path).ok()?;
+    let mut f = heaplens_trace::open_regular(path).ok()?;
     let len = f.metadata().ok()?.len();
     let index_at = len.checked_sub(INDEX_BLOCK_LEN as u64).filter(|&o| o >= FILE_HEADER_LEN as u64)?;
     let block_at = |f: &mut File, at: u64, kind: BlockKind| -> Option<Vec<u8>> {

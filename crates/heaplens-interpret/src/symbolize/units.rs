@@ -2,7 +2,6 @@
 //! itself goes through addr2line).
 
 use std::borrow::Cow;
-use std::fs::File;
 use std::path::Path;
 
 use addr2line::gimli::{self, EndianSlice, RunTimeEndian};
@@ -16,7 +15,7 @@ pub(crate) type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
 /// Calls `f` with every compilation unit of the module at `path`; nothing when the file cannot
 /// be read or has no DWARF.
 pub(crate) fn for_each_unit(path: &Path, mut f: impl FnMut(&gimli::Dwarf<Reader<'_>>, &gimli::Unit<Reader<'_>>)) {
-    let Some(map) = File::open(path).ok().and_then(|f| Mapped::new(&f)) else { return };
+    let Some(map) = heaplens_trace::open_regular(path).ok().and_then(|f| Mapped::new(&f)) else { return };
     let Ok(obj) = object::File::parse(map.bytes()) else { return };
     let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
     let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, object::Error> {

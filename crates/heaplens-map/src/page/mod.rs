@@ -69,7 +69,7 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
     let t0 = first_ts + o.window.from_ns.unwrap_or(0);
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
     // The address axis in units of 1000 rows for the whole height.
-    let axis = AddressAxis::new(layout.granules.iter().collect(), 1000.0, 12.0);
+    let axis = AddressAxis::new(layout.granules.ranges(), 1000.0, 12.0);
     let s = sites::sites(path, &trace, &layout.bytes_by_stack, o.depth, o.top.min(PALETTE.len()));
 
     let mut blocks = collect::Blocks::new((t0, t1), o.window.addresses, layout.last_ts, max_blocks);

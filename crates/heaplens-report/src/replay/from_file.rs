@@ -3,7 +3,6 @@
 //! not join): the trace replayed from its file again, one block per thread in memory
 //! (`heaplens_interpret::merge::ondisk`).
 
-use std::fs::File;
 use std::path::Path;
 
 use heaplens_interpret::merge::ondisk::{BlockAt, DiskBlocks};
@@ -36,7 +35,7 @@ pub fn replay_trace(t: &Trace) -> Replay {
 /// # Errors
 /// [`LoadError::Io`] when the file cannot be opened again.
 pub(crate) fn replay(path: &Path, t: &Trace, blocks: &[BlockAt]) -> Result<Replay, LoadError> {
-    let file = File::open(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
+    let file = heaplens_trace::open_regular(path).map_err(|reason| LoadError::Io { path: path.into(), reason })?;
     let (mut m, _tids) = Merger::on_disk(std::sync::Arc::new(DiskBlocks::new(file)), blocks);
     let mut st = State::new(t.sample_rate());
     st.run(&mut m, u64::MAX);

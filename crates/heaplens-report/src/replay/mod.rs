@@ -13,6 +13,7 @@
 
 use std::sync::Arc;
 
+use heaplens_interpret::idmap::IdTable;
 use heaplens_interpret::merge::{Consumer, Merger};
 use heaplens_trace::{Event, Op, OpClass, TimeMap};
 
@@ -307,8 +308,9 @@ pub(crate) struct Counts<C, const TAIL: bool = false> {
     /// for joining it to the replay before it; empty otherwise.
     tail: TailLog,
     live: LiveMap,
-    /// Trie node id -> index into `stacks` (u32::MAX = none yet).
-    slot_of: Vec<u32>,
+    /// Trie node id -> index into `stacks` (u32::MAX = none yet); sized by the stacks seen,
+    /// not by the ids a damaged trace may declare.
+    slot_of: IdTable<u32>,
     stacks: Vec<StackAcc<C>>,
     stack_ids: Vec<u32>,
     calls_by_op: Vec<C>,
@@ -348,7 +350,7 @@ impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
             w,
             tail: TailLog::default(),
             live: LiveMap::default(),
-            slot_of: Vec::new(),
+            slot_of: IdTable::new(u32::MAX),
             stacks: Vec::new(),
             stack_ids: Vec::new(),
             calls_by_op: vec![C::zero(); n_ops],
@@ -389,10 +391,9 @@ impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
 
     #[inline(always)]
     fn slot(&mut self, stack: u32) -> u32 {
-        if let Some(&s) = self.slot_of.get(stack as usize) {
-            if s != u32::MAX {
-                return s;
-            }
+        let s = self.slot_of.get(stack);
+        if s != u32::MAX {
+            return s;
         }
         self.new_slot(stack)
     }
@@ -402,16 +403,15 @@ impl<C: Counter, const TAIL: bool> Counts<C, TAIL> {
     fn new_slot(&mut self, stack: u32) -> u32 {
         // A wild id (a damaged writer) would size the table by it: count it as no stack.
         let stack = if stack > heaplens_interpret::load::MAX_STACK_ID { 0 } else { stack };
-        let i = stack as usize;
-        if i >= self.slot_of.len() {
-            self.slot_of.resize(i + 1, u32::MAX);
+        let s = self.slot_of.get(stack);
+        if s != u32::MAX {
+            return s;
         }
-        if self.slot_of[i] == u32::MAX {
-            self.slot_of[i] = self.stacks.len() as u32;
-            self.stacks.push(StackAcc::default());
-            self.stack_ids.push(stack);
-        }
-        self.slot_of[i]
+        let s = self.stacks.len() as u32;
+        self.slot_of.set(stack, s);
+        self.stacks.push(StackAcc::default());
+        self.stack_ids.push(stack);
+        s
     }
 
     #[inline(always)]

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod damage;
+
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::Read;
@@ -147,7 +149,12 @@ pub fn no_core_dumps(cmd: &mut Command) {
 }
 
 /// Collects a child's piped stdout and stderr and waits for it, killing it after [`TIMEOUT`].
-pub fn wait_with_timeout(mut child: Child, desc: &str) -> Out {
+pub fn wait_with_timeout(child: Child, desc: &str) -> Out {
+    wait_within(child, desc, TIMEOUT)
+}
+
+/// [`wait_with_timeout`], killing the child after `limit`.
+pub fn wait_within(mut child: Child, desc: &str, limit: Duration) -> Out {
     let mut so = child.stdout.take();
     let mut se = child.stderr.take();
     let t1 = std::thread::spawn(move || {
@@ -169,10 +176,10 @@ pub fn wait_with_timeout(mut child: Child, desc: &str) -> Out {
         if let Some(st) = child.try_wait().expect("wait") {
             break st;
         }
-        if start.elapsed() > TIMEOUT {
+        if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{desc} did not finish within {TIMEOUT:?}");
+            panic!("{desc} did not finish within {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     };

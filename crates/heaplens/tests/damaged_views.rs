@@ -1,0 +1,355 @@
+//! Every view survives a damaged trace in bounded time and memory (issue 28, items 4 and 5):
+//! `report` (text, JSON, `--cxx`, `--lifetimes`), `map` (PNG and SVG), `timeline`, `view` and
+//! every export format, each run under a data limit of 512 MiB (`RLIMIT_DATA`: the heap and
+//! every private writable mapping, where an address-space limit would count the threads'
+//! stacks and malloc's arena reservations) and killed after 30 s. Each must end with exit 0, or
+//! a non-zero exit and a `heaplens: error:` line; never a panic, a signal or the watchdog.
+//!
+//! The named cases are those the issue found: one `malloc` of 2^50 (or 2^44) bytes, an event
+//! naming stack 2^28 - 1, one stack varint edited in a recorded trace, a FIFO as the trace and
+//! as a module the trace names; and blocks scattered 4 GiB apart (a bitmap each, before) and
+//! stack nodes 2^20 ids apart (the trie sized by the last id, before), and LZ4 blocks declaring
+//! 200 MiB over ten bytes (each zeroed 200 MiB, before). Then [`MUTATIONS`] mutated traces of `widgets 200`, their
+//! blocks rewritten raw with their checksums recomputed so the damage reaches the decoders.
+
+mod common;
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::damage::{damage_blocks, trace_blocks, write_raw, Rng};
+use common::*;
+use heaplens_trace::{BlockKind, EventDecoder, EventEncoder, ModuleRecord, Op, Segment, StackNode};
+
+/// The memory a command may take on a trace under 1 MB.
+const DATA_LIMIT: u64 = 512 << 20;
+
+/// The time a command may take on a trace under 1 MB.
+const TIME_LIMIT: Duration = Duration::from_secs(30);
+
+/// Mutated traces the fuzz test tries, each through every command (15): about a minute in a
+/// debug build on two busy processors.
+const MUTATIONS: usize = 120;
+
+/// A stack id far past any trie node (the largest the loader accepts as a node).
+const WILD_STACK: u32 = (1 << 28) - 1;
+
+/// Every command that reads a trace, with its arguments for `trace`, writing into `out`.
+fn commands(trace: &Path, out: &Path) -> Vec<(String, Vec<OsString>)> {
+    let t = trace.as_os_str();
+    let o = |name: &str| out.join(name).into_os_string();
+    let mut v: Vec<(String, Vec<OsString>)> = vec![
+        ("report".into(), vec!["report".into(), t.into()]),
+        ("report --format json".into(), vec!["report".into(), t.into(), "--format".into(), "json".into()]),
+        ("report --cxx".into(), vec!["report".into(), t.into(), "--cxx".into()]),
+        ("report --lifetimes".into(), vec!["report".into(), t.into(), "--lifetimes".into()]),
+        ("map png".into(), vec!["map".into(), t.into(), "-o".into(), o("map.png")]),
+        ("map svg".into(), vec!["map".into(), t.into(), "-o".into(), o("map.svg")]),
+        ("timeline".into(), vec!["timeline".into(), t.into(), "-o".into(), o("timeline.png")]),
+        ("view".into(), vec!["view".into(), t.into(), "-o".into(), o("view.html")]),
+    ];
+    for f in ["collapsed", "flamegraph", "pprof-text", "pprof", "firefox", "heaptrack", "parquet"] {
+        v.push((
+            format!("export {f}"),
+            vec!["export".into(), t.into(), "--format".into(), f.into(), "-o".into(), o(&format!("export.{f}"))],
+        ));
+    }
+    v
+}
+
+/// How one command ended.
+struct Ended {
+    what: String,
+    status: std::process::ExitStatus,
+    stderr: String,
+    took: Duration,
+}
+
+impl Ended {
+    /// Panics unless the command ended well: exit 0, or a non-zero exit with an error line;
+    /// no panic, no signal.
+    fn assert_sound(&self) {
+        let show = || format!("{}: {} after {:?}\n{}", self.what, describe(&self.status), self.took, self.stderr);
+        assert!(self.status.signal().is_none(), "died by a signal (out of memory?): {}", show());
+        assert!(!self.stderr.contains("panicked at"), "panicked: {}", show());
+        if !self.status.success() {
+            assert!(self.stderr.lines().any(|l| l.starts_with("heaplens: error:")), "no error line: {}", show());
+        }
+    }
+}
+
+/// Runs `heaplens args` in `dir` under [`DATA_LIMIT`], killing it after `limit`.
+fn bounded(dir: &Path, what: &str, args: &[OsString], limit: Duration) -> Ended {
+    let mut cmd = Command::new(heaplens_exe());
+    cmd.args(args).current_dir(dir).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            let data = libc::rlimit { rlim_cur: DATA_LIMIT, rlim_max: DATA_LIMIT };
+            libc::setrlimit(libc::RLIMIT_DATA, &data);
+            let core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::setrlimit(libc::RLIMIT_CORE, &core);
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let out = wait_within(cmd.spawn().expect("start heaplens"), what, limit);
+    Ended { what: what.to_string(), status: out.status, stderr: out.stderr, took: start.elapsed() }
+}
+
+/// Runs the commands whose names start with one of `only` (all for an empty `only`) on
+/// `trace`, each bounded; returns how each ended, having checked it ended well.
+fn run_views(dir: &WorkDir, trace: &Path, what: &str, only: &[&str], limit: Duration) -> Vec<Ended> {
+    let out = dir.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    commands(trace, &out)
+        .into_iter()
+        .filter(|(name, _)| only.is_empty() || only.iter().any(|o| name.starts_with(o)))
+        .map(|(name, args)| {
+            let e = bounded(
+                &dir.path,
+                &format!("{what}: heaplens {name} (trace kept at {})", trace.display()),
+                &args,
+                limit,
+            );
+            e.assert_sound();
+            e
+        })
+        .collect()
+}
+
+/// A trace of one thread's events, as rows: each `(op, addr, size, stack)`, 5 ns apart.
+fn rows(events: &[(Op, u64, u64, u32)]) -> Vec<u8> {
+    let mut buf = vec![0u8; 64 * (events.len() + 1)];
+    let mut pos = 0;
+    let mut enc = EventEncoder::default();
+    enc.begin(&mut buf, &mut pos, 1234);
+    for (i, &(op, addr, size, stack)) in events.iter().enumerate() {
+        let ts = 5 * (i as u64 + 1);
+        match op.class() {
+            heaplens_trace::OpClass::Dealloc => enc.dealloc(&mut buf, &mut pos, op, ts, addr),
+            _ => enc.alloc(&mut buf, &mut pos, op, ts, addr, size, heaplens_trace::event::glibc_usable(size), stack),
+        }
+    }
+    buf.truncate(pos);
+    buf
+}
+
+/// A trace holding a small block, released, and one `malloc` of `size` bytes left live.
+fn one_malloc(dir: &WorkDir, name: &str, size: u64, stack: u32) -> PathBuf {
+    let path = dir.join(name);
+    let events = rows(&[
+        (Op::Malloc, 0x1000_0000, 64, stack),
+        (Op::Free, 0x1000_0000, 0, 0),
+        (Op::Malloc, 0x1000_0000, size, stack),
+    ]);
+    write_raw(&path, &[(BlockKind::Events, events)]);
+    assert!(std::fs::metadata(&path).unwrap().len() < 100, "a trace of a few dozen bytes");
+    path
+}
+
+#[test]
+fn a_malloc_of_2e50_or_2e44_bytes_is_drawn_in_bounded_time_and_memory() {
+    let dir = WorkDir::new("views-huge-block");
+    for shift in [50, 44] {
+        let trace = one_malloc(&dir, &format!("malloc-2e{shift}.hltrace"), 1 << shift, 0);
+        let ended = run_views(&dir, &trace, &format!("malloc of 2^{shift} bytes"), &[], TIME_LIMIT);
+        for e in ended
+            .iter()
+            .filter(|e| e.what.contains(" map ") || e.what.contains("timeline") || e.what.contains(" view "))
+        {
+            assert!(e.status.success(), "{} draws the block: {}", e.what, e.stderr);
+            assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
+        }
+    }
+}
+
+#[test]
+fn an_event_naming_stack_2e28_minus_1_takes_memory_by_what_the_file_holds() {
+    let dir = WorkDir::new("views-wild-stack");
+    let trace = one_malloc(&dir, "wild-stack.hltrace", 64, WILD_STACK);
+    for e in run_views(&dir, &trace, "stack 2^28-1", &[], TIME_LIMIT) {
+        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+    }
+    // The report and the map say the stack is damaged.
+    let out = heaplens(&dir, &[OsStr::new("report"), trace.as_os_str()]).ok("report");
+    assert!(out.stdout.contains("1 stacks missing outer frames"), "{}", out.stdout);
+    assert!(out.stderr.contains("warning") && out.stderr.contains("1 stacks missing outer frames"), "{}", out.stderr);
+    let png = dir.join("map.png");
+    let out = heaplens(&dir, &[OsStr::new("map"), trace.as_os_str(), OsStr::new("-o"), png.as_os_str()]).ok("map");
+    assert!(
+        out.stderr.contains("warning") && out.stderr.contains("1 stack ids the trace never defined"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn stack_nodes_each_1m_past_the_last_take_memory_by_the_nodes_present() {
+    let dir = WorkDir::new("views-trie-gaps");
+    // 255 Stacks blocks of one node each, 2^20 ids apart: a trace of 7 KB.
+    let mut blocks: Vec<(BlockKind, Vec<u8>)> = (1..256u32)
+        .map(|k| {
+            let mut p = Vec::new();
+            StackNode::begin(&mut p, k << 20);
+            StackNode::push(&mut p, k << 20, 0, 0x40_1000 + u64::from(k));
+            (BlockKind::Stacks, p)
+        })
+        .collect();
+    blocks.push((BlockKind::Events, rows(&[(Op::Malloc, 0x1000_0000, 64, 255 << 20)])));
+    let trace = dir.join("trie-gaps.hltrace");
+    write_raw(&trace, &blocks);
+    for e in run_views(&dir, &trace, "stack nodes 2^20 apart", &[], TIME_LIMIT) {
+        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+    }
+}
+
+#[test]
+fn one_stack_varint_edited_in_a_recorded_trace_takes_memory_by_what_the_file_holds() {
+    let dir = WorkDir::new("views-edited-stack");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let source = dir.join("rows.hltrace");
+    // Rows, so that an event's stack is a varint of its own to edit.
+    run_traced_env(&dir, &source, &[("HEAPLENS_COLUMNS", "0")], &exe, &["2000"]).ok("widgets under heaplens");
+    let mut blocks: Vec<(BlockKind, Vec<u8>)> = trace_blocks(&source)
+        .into_iter()
+        .filter(|(k, _)| !matches!(k, BlockKind::Symbols | BlockKind::SymbolsIndex))
+        .collect();
+    let (_, payload) = blocks.iter_mut().find(|(k, _)| *k == BlockKind::Events).expect("an Events block of rows");
+    let dec = EventDecoder::new(payload).expect("rows");
+    let tid = dec.tid();
+    let mut events: Vec<_> = dec.map(|e| e.expect("an intact event")).collect();
+    let e = events.iter_mut().find(|e| e.op == Op::Malloc && e.stack != 0).expect("a malloc with a stack");
+    e.stack = WILD_STACK;
+    let mut buf = vec![0u8; 64 * (events.len() + 1)];
+    let (mut pos, mut enc) = (0, EventEncoder::default());
+    enc.begin(&mut buf, &mut pos, tid);
+    for e in &events {
+        enc.event(&mut buf, &mut pos, e);
+    }
+    buf.truncate(pos);
+    *payload = buf;
+    let trace = dir.join("edited.hltrace");
+    write_raw(&trace, &blocks);
+    for e in run_views(&dir, &trace, "one stack id edited", &[], TIME_LIMIT) {
+        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+    }
+}
+
+#[test]
+fn blocks_scattered_4_gib_apart_cost_no_bitmap_each() {
+    let dir = WorkDir::new("views-scattered");
+    // 100,000 blocks of 16 bytes, each 4 GiB above the one before: a 900 KB trace.
+    let events: Vec<(Op, u64, u64, u32)> = (0..100_000u64).map(|i| (Op::Malloc, (i + 1) << 32, 16, 0)).collect();
+    let trace = dir.join("scattered.hltrace");
+    write_raw(&trace, &[(BlockKind::Events, rows(&events))]);
+    assert!(std::fs::metadata(&trace).unwrap().len() < 1 << 20);
+    for e in run_views(&dir, &trace, "blocks 4 GiB apart", &["map", "timeline", "view"], TIME_LIMIT) {
+        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+        assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
+    }
+}
+
+#[test]
+fn lz4_blocks_claiming_200_mib_over_ten_bytes_are_damage_not_work() {
+    let dir = WorkDir::new("views-lz4-claims");
+    // 200 Events blocks, each ten stored bytes declaring a raw length of 200 MiB (header as in
+    // `heaplens_trace::block`: kind, codec 1 = LZ4, reserved, stored and raw length, CRC-32).
+    let stored = [0u8; 10];
+    let mut bytes = heaplens_trace::block::file_header().to_vec();
+    for _ in 0..200 {
+        bytes.extend([BlockKind::Events as u8, 1, 0, 0]);
+        bytes.extend((stored.len() as u32).to_le_bytes());
+        bytes.extend((200u32 << 20).to_le_bytes());
+        bytes.extend(crc32fast::hash(&stored).to_le_bytes());
+        bytes.extend(stored);
+    }
+    let trace = dir.join("lz4-claims.hltrace");
+    std::fs::write(&trace, bytes).unwrap();
+    for e in run_views(&dir, &trace, "LZ4 blocks claiming 200 MiB", &["report", "map", "export collapsed"], TIME_LIMIT)
+    {
+        assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
+    }
+}
+
+/// Makes a FIFO at `path`.
+fn fifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_fifo_named_as_the_trace_is_refused_at_once() {
+    let dir = WorkDir::new("views-fifo-trace");
+    let trace = dir.join("fifo.hltrace");
+    fifo(&trace);
+    for e in run_views(&dir, &trace, "a FIFO as the trace", &[], Duration::from_secs(10)) {
+        assert!(!e.status.success(), "{} refuses it", e.what);
+        assert_one_line_error(&Out { status: e.status, stdout: String::new(), stderr: e.stderr.clone() }, &e.what);
+        assert!(e.stderr.contains("not a regular file"), "{}: {}", e.what, e.stderr);
+    }
+}
+
+#[test]
+fn a_module_path_naming_a_fifo_is_never_opened() {
+    let dir = WorkDir::new("views-fifo-module");
+    let module = dir.join("libfifo.so");
+    fifo(&module);
+    let modules = ModuleRecord::encode_all(&[ModuleRecord {
+        ts: 0,
+        loaded: true,
+        base: 0x40_0000,
+        path: module.display().to_string(),
+        build_id: Vec::new(),
+        segments: vec![Segment { vaddr: 0, memsz: 0x10_0000, flags: 5 }],
+    }]);
+    let mut stacks = Vec::new();
+    StackNode::begin(&mut stacks, 1);
+    StackNode::push(&mut stacks, 1, 0, 0x40_1234);
+    let events =
+        rows(&[(Op::Malloc, 0x1000_0000, 100, 1), (Op::Free, 0x1000_0000, 0, 0), (Op::Malloc, 0x1000_0040, 64, 1)]);
+    let trace = dir.join("fifo-module.hltrace");
+    write_raw(&trace, &[(BlockKind::Modules, modules), (BlockKind::Stacks, stacks), (BlockKind::Events, events)]);
+    for e in run_views(&dir, &trace, "a module that is a FIFO", &[], Duration::from_secs(10)) {
+        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+    }
+}
+
+/// The fuzz test: [`MUTATIONS`] damaged versions of a trace of `widgets 200` through every
+/// command. The symbols embedded by `heaplens run` are appended intact after the damage (the
+/// report's own fuzz test damages them), so that no command spends its time on DWARF.
+#[test]
+fn mutated_traces_never_hang_or_break_any_view() {
+    use heaplens_interpret::symbolize::embedded;
+    let dir = WorkDir::new("views-fuzz");
+    let (_, source) = traced_widgets(&dir, &["200"]);
+    let table = embedded::read_table(&source).expect("symbols embedded").expect("symbols intact");
+    let source: Vec<(BlockKind, Vec<u8>)> = trace_blocks(&source)
+        .into_iter()
+        .filter(|(k, _)| !matches!(k, BlockKind::Symbols | BlockKind::SymbolsIndex))
+        .collect();
+    let mut rng = Rng(0x5eed_0028);
+    let path = dir.join("damaged.hltrace");
+    let (started, mut refused, mut runs) = (Instant::now(), 0, 0);
+    for case in 0..MUTATIONS {
+        let mut b = source.clone();
+        // The events carry the sizes, addresses and stack ids the views size by.
+        damage_blocks(&mut rng, &mut b, &|k| matches!(k, BlockKind::Events | BlockKind::EventColumns), 4);
+        write_raw(&path, &b);
+        embedded::append(&path, &table).unwrap();
+        if rng.below(8) == 0 {
+            // The file cut short as well.
+            let len = std::fs::metadata(&path).unwrap().len();
+            let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.set_len(rng.below(len as usize) as u64).unwrap();
+        }
+        let ended = run_views(&dir, &path, &format!("case {case}"), &[], TIME_LIMIT);
+        runs += ended.len();
+        refused += ended.iter().filter(|e| !e.status.success()).count();
+    }
+    eprintln!("{MUTATIONS} mutated traces, {runs} runs ({refused} refused) in {:?}", started.elapsed());
+}
