@@ -49,3 +49,54 @@ fn the_page_draws_and_names_a_hovered_block_without_network() {
     let png = std::fs::metadata(&shot).map(|m| m.len()).unwrap_or(0);
     assert!(png > 20_000, "a screenshot of a drawn page ({png} bytes)");
 }
+
+/// `heaplens view` used to write its flame graphs to `$TMPDIR/heaplens-view-<pid>/flame.svg`
+/// and take that directory if it was already there: another user could plant it as a symlink
+/// and have root overwrite a file of their choosing. The page now uses no temporary file at all.
+#[test]
+/// (The flame graphs are counted by the base64 of their first bytes, `<?xml version="`.)
+fn view_uses_no_temporary_files() {
+    let dir = WorkDir::new("view-no-tmp");
+    let (_, trace) = traced_widgets(&dir, &["50"]);
+    let flame_graphs = |page: &std::path::Path| std::fs::read_to_string(page).unwrap().matches("PD94bWwgdmVyc2lvbj0i").count();
+
+    // An empty TMPDIR stays empty; one that does not exist is not made; one that is a file is
+    // no obstacle: the page still has its three flame graphs.
+    let empty = dir.join("tmp-empty");
+    std::fs::create_dir(&empty).unwrap();
+    let absent = dir.join("tmp-absent");
+    let file = dir.join("tmp-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    for (k, tmp) in [&empty, &absent, &file].into_iter().enumerate() {
+        let page = dir.join(format!("view{k}.html"));
+        let mut cmd = std::process::Command::new(heaplens_exe());
+        cmd.arg("view").arg(&trace).arg("-o").arg(&page).env("TMPDIR", tmp);
+        run_cmd(cmd, &dir.path).ok(&format!("heaplens view with TMPDIR={}", tmp.display()));
+        assert_eq!(flame_graphs(&page), 3, "the page with TMPDIR={} has its flame graphs", tmp.display());
+    }
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "heaplens view left files in TMPDIR");
+    assert!(!absent.exists(), "heaplens view made TMPDIR");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
+
+    // The old name planted as a symlink to a directory of the attacker's: nothing lands there.
+    // (`exec` keeps the shell's pid, so the planted name is the one heaplens would have used.)
+    let tmp = dir.join("tmp-planted");
+    let victim = dir.join("victim");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::create_dir_all(&victim).unwrap();
+    let page = dir.join("planted.html");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"ln -s "$1" "$TMPDIR/heaplens-view-$$" && exec "$2" view "$3" -o "$4""#)
+        .arg("sh")
+        .arg(&victim)
+        .arg(heaplens_exe())
+        .arg(&trace)
+        .arg(&page)
+        .env("TMPDIR", &tmp);
+    run_cmd(cmd, &dir.path).ok("heaplens view beside a planted symlink");
+    let planted: Vec<_> = std::fs::read_dir(&victim).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(planted.is_empty(), "heaplens view wrote through a planted symlink: {planted:?}");
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 1, "only the planted symlink is in TMPDIR");
+    assert_eq!(flame_graphs(&page), 3);
+}
