@@ -6,6 +6,24 @@
 mod common;
 
 use common::*;
+use std::path::Path;
+
+/// Opens `page` in Chromium through `tests/browser/view_page.py`, hovering a block `function`
+/// allocated: what the script found, by key.
+fn browse(dir: &WorkDir, page: &Path, shot: &Path, function: &str) -> impl Fn(&str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/view_page.py");
+    let mut py = std::process::Command::new("python3");
+    py.arg(&script).arg(page).arg(shot).arg(function);
+    let r = run_cmd(py, &dir.path)
+        .ok("Chromium through Selenium (apt install chromium chromium-driver; pip install selenium)");
+    move |key: &str| -> String {
+        r.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key} in\n{}", r.stdout))
+            .to_string()
+    }
+}
 
 #[test]
 fn the_page_draws_and_names_a_hovered_block_without_network() {
@@ -23,19 +41,8 @@ fn the_page_draws_and_names_a_hovered_block_without_network() {
         assert!(!html.contains(external), "the page loads nothing from outside itself ({external})");
     }
 
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/view_page.py");
     let shot = dir.join("view.png");
-    let mut py = std::process::Command::new("python3");
-    py.arg(&script).arg(&page).arg(&shot).arg("make_red_widget");
-    let r = run_cmd(py, &dir.path)
-        .ok("Chromium through Selenium (apt install chromium chromium-driver; pip install selenium)");
-    let found = |key: &str| -> String {
-        r.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key} in\n{}", r.stdout))
-            .to_string()
-    };
+    let found = browse(&dir, &page, &shot, "make_red_widget");
     assert_eq!(found("ready").split_whitespace().next(), Some("true"));
     assert_eq!(found("blocks"), made.to_string(), "every widget is on the page");
     let tooltip = found("tooltip");
@@ -58,7 +65,7 @@ fn the_page_draws_and_names_a_hovered_block_without_network() {
 fn view_uses_no_temporary_files() {
     let dir = WorkDir::new("view-no-tmp");
     let (_, trace) = traced_widgets(&dir, &["50"]);
-    let flame_graphs = |page: &std::path::Path| std::fs::read_to_string(page).unwrap().matches("PD94bWwgdmVyc2lvbj0i").count();
+    let flame_graphs = |page: &Path| std::fs::read_to_string(page).unwrap().matches("PD94bWwgdmVyc2lvbj0i").count();
 
     // An empty TMPDIR stays empty; one that does not exist is not made; one that is a file is
     // no obstacle: the page still has its three flame graphs.
@@ -99,4 +106,53 @@ fn view_uses_no_temporary_files() {
     assert!(planted.is_empty(), "heaplens view wrote through a planted symlink: {planted:?}");
     assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 1, "only the planted symlink is in TMPDIR");
     assert_eq!(flame_graphs(&page), 3);
+}
+
+/// Names chosen to attack the page (`examples/hostile_page.c`): functions named `{{META}}` (the
+/// old template's placeholder) and like markup, a thread named `<!--<script>`, arguments that
+/// close a script element, all run from a directory named like an image with a handler. In
+/// Chromium no injected script runs, no script is refused (nothing was injected to refuse), the
+/// map draws, and the names show as text.
+#[test]
+fn hostile_names_are_text_on_the_page() {
+    let dir = WorkDir::new("view-hostile");
+    let exe = compile(&dir, "gcc", "hostile_page.c", "hostile_page", &["-O1", "-fno-omit-frame-pointer", "-pthread"]);
+    let cwd = dir.join("<img src=data:,x onerror=window.pwned=2>");
+    std::fs::create_dir(&cwd).unwrap();
+    let prog = cwd.join("hostile_page");
+    std::fs::rename(&exe, &prog).unwrap();
+    let trace = dir.join("h.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.arg("run").arg("-o").arg(&trace).arg("--").arg("./hostile_page");
+    cmd.args(["{{META}}", "</script><script>window.pwned=1</script>"]);
+    let out = run_cmd(cmd, &cwd).ok("hostile_page under heaplens");
+    assert!(out.stdout.contains("hostile_page: args=2"), "{}", out.show());
+    let page = dir.join("view.html");
+    heaplens(&dir, &["view", trace.to_str().unwrap(), "-o", page.to_str().unwrap()]).ok("heaplens view");
+
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert_eq!(html.matches(r#"<script id="data" type="application/json">"#).count(), 1, "one data element");
+    let csp = html.split("Content-Security-Policy\" content=\"").nth(1).expect("a policy");
+    let csp = &csp[..csp.find('"').unwrap()];
+    assert!(!csp.contains("unsafe-inline"), "the policy lets inline scripts run: {csp}");
+    for name in ["onerror", "<!--<script>", "window.pwned"] {
+        let outside: String = html.split(r#"<script id="data""#).next().unwrap().to_string();
+        assert!(!outside.contains(name), "{name} in the page's markup before its data");
+    }
+
+    let found = browse(&dir, &page, &dir.join("hostile.png"), "onerror=alert(1)");
+    assert_eq!(found("ready").split_whitespace().next(), Some("true"), "the page drew");
+    assert_eq!(found("pwned"), "null", "an injected script ran");
+    assert_eq!(found("violations"), "[]", "markup from the trace reached the page");
+    let blocks: usize = found("blocks").parse().unwrap();
+    assert!(blocks >= 32, "the 32 blocks of the two hostile functions are on the map: {blocks}");
+    assert!(found("title").contains("<img src=data:,x onerror=window.pwned=2>/hostile_page"), "{}", found("title"));
+    let legend = found("legend");
+    assert!(legend.contains("{{META}}") && legend.contains("<img src=x onerror=alert(1)>"), "legend: {legend}");
+    let report = found("report");
+    assert!(report.contains("</script><script>window.pwned=1</script>") && report.contains("{{META}}"), "{report}");
+    let tooltip = found("tooltip");
+    assert!(tooltip.contains("(<!--<script>)") && tooltip.contains("<img src=x onerror=alert(1)>"), "tooltip: {tooltip}");
+    assert_eq!(found("flame_script"), "function", "the flame graph's own script runs");
+    assert_eq!(found("errors"), "[]", "the page logged errors");
 }

@@ -16,7 +16,9 @@
 //! runs only the page's own script and style, named by their SHA-256 (no `'unsafe-inline'`).
 //! The flame graphs are inferno's SVG documents, each in an iframe from a `data:` address with
 //! `sandbox="allow-scripts"`: their script (zoom, search) runs in an opaque origin of its own,
-//! which cannot reach the page, and inferno escapes the names in them.
+//! which cannot reach the page, and inferno escapes the names in them. Such a frame runs under
+//! the page's policy, so the policy also names each flame graph's script, style and `onload`
+//! handler by hash (`'unsafe-hashes'`, which lets a handler with exactly that text run).
 
 pub mod collect;
 
@@ -145,12 +147,25 @@ pub fn html(meta: &serde_json::Value, packed: &str, extras: &Extras) -> String {
     });
     let (script, style) = (include_str!("view.js"), include_str!("view.css"));
     let data = script_json(&data);
-    let (script_hash, style_hash) = (sha256_source(script), sha256_source(style));
+    // A `data:` document in an iframe runs under the page's policy, so the flame graphs'
+    // scripts are named in it too (they are still confined to their sandboxed frames).
+    let (mut scripts, mut styles) = (vec![sha256_source(script)], vec![sha256_source(style)]);
+    for (_, svg) in &extras.flame_graphs {
+        let (s, t) = svg_sources(svg);
+        scripts.extend(s);
+        styles.extend(t);
+    }
+    let sources = |mut v: Vec<String>| {
+        v.sort();
+        v.dedup();
+        v.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(" ")
+    };
+    let (script_sources, style_sources) = (sources(scripts), sources(styles));
     fill(include_str!("view.html"), |name| match name {
         "SCRIPT" => script,
         "STYLE" => style,
-        "SCRIPT_HASH" => &script_hash,
-        "STYLE_HASH" => &style_hash,
+        "SCRIPT_SOURCES" => &script_sources,
+        "STYLE_SOURCES" => &style_sources,
         "DATA" => &data,
         _ => panic!("view.html has an unknown placeholder {{{{{name}}}}}"),
     })
@@ -183,6 +198,51 @@ fn script_json(v: &serde_json::Value) -> String {
             '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
+    }
+    out
+}
+
+/// The policy's sources that let an inferno flame graph's own script and style work: the hash
+/// of each `<script>` element's text (its CDATA sections joined) and of each `<style>`
+/// element's, and for the root's `onload` handler `'unsafe-hashes'` and the handler's hash.
+/// Scripts first, then styles. What is not in that form gets no hash and is refused: the graph
+/// is still drawn, without its zoom and search or its fonts.
+fn svg_sources(svg: &str) -> (Vec<String>, Vec<String>) {
+    let mut scripts: Vec<String> = element_texts(svg, "script").iter().map(|t| sha256_source(t)).collect();
+    let styles = element_texts(svg, "style").iter().map(|t| sha256_source(t)).collect();
+    let root = svg.find("<svg").map(|at| &svg[at..]).and_then(|r| r.split_once('>')).map(|(tag, _)| tag);
+    if let Some(handler) = root.and_then(|tag| tag.split_once(" onload=\"")).and_then(|(_, v)| v.split_once('"')) {
+        if !handler.0.contains('&') {
+            scripts.push("unsafe-hashes".to_string());
+            scripts.push(sha256_source(handler.0));
+        }
+    }
+    (scripts, styles)
+}
+
+/// The text of each `<tag>` element of an SVG document that is CDATA sections or plain text
+/// with no markup or entities (what the policy hashes is the text as the browser reads it).
+fn element_texts(svg: &str, tag: &str) -> Vec<String> {
+    let (open_tag, close_tag) = (format!("<{tag}"), format!("</{tag}>"));
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(at) = rest.find(&open_tag) {
+        let Some(open) = rest[at..].find('>').map(|o| at + o + 1) else { break };
+        let Some(close) = rest[open..].find(&close_tag).map(|c| open + c) else { break };
+        let body = &rest[open..close];
+        let mut text = String::new();
+        let mut sections = body.trim();
+        while let Some((section, after)) = sections.strip_prefix("<![CDATA[").and_then(|b| b.split_once("]]>")) {
+            text.push_str(section);
+            sections = after.trim_start();
+        }
+        if text.is_empty() && !body.contains(['<', '&']) {
+            text.push_str(body);
+        }
+        if sections.is_empty() || text == body {
+            out.push(text);
+        }
+        rest = &rest[close..];
     }
     out
 }
@@ -238,8 +298,21 @@ mod tests {
         let script_src = csp.split(';').map(str::trim).find(|d| d.starts_with("script-src")).unwrap();
         assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
         let code = include_str!("view.js");
-        assert_eq!(script_src, format!("script-src '{}'", sha256_source(code)));
+        assert_eq!(script_src, format!("script-src '{}'", sha256_source(code)), "no flame graph scripts");
         assert!(html.contains(&format!("<script>{code}</script>")), "the hash is of the script as inlined");
+    }
+
+    #[test]
+    fn a_flame_graphs_own_script_is_named_by_its_hash() {
+        let svg = r#"<?xml version="1.0"?><svg onload="init(evt)" x="1"><style type="text/css">text { x: 1 }</style><script type="text/ecmascript"><![CDATA[var a = 1;]]><![CDATA[function init(evt) {}]]></script><text>&lt;script&gt;</text></svg>"#;
+        let (scripts, styles) = svg_sources(svg);
+        let expected = ["var a = 1;function init(evt) {}", "init(evt)", "text { x: 1 }"].map(sha256_source);
+        assert_eq!(scripts, [expected[0].clone(), "unsafe-hashes".into(), expected[1].clone()]);
+        assert_eq!(styles, [expected[2].clone()]);
+        // Markup beside CDATA (not inferno's form) gets no hash: that script does not run.
+        assert_eq!(svg_sources("<svg><script><![CDATA[a()]]><x/></script></svg>"), (vec![], vec![]));
+        let html = html(&json!({}), "", &Extras { report_text: String::new(), flame_graphs: vec![("f".into(), svg.into())] });
+        assert!(expected.iter().all(|h| html.contains(&format!("'{h}'"))));
     }
 
     #[test]
