@@ -214,7 +214,9 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     let write_err = |reason| ExportError::Write { path: out.into(), reason };
     let file = File::create(out).map_err(write_err)?;
     let mut w = BufWriter::new(file);
-    write_heap(&mut w, trace, &t, (&by_thread, &stacks), opts, &mut done).and_then(|()| w.flush()).map_err(write_err)?;
+    write_heap(&mut w, trace, &t, (&by_thread, &stacks), opts, &mut done)
+        .and_then(|()| w.flush())
+        .map_err(write_err)?;
     Ok(done)
 }
 

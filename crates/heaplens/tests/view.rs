@@ -152,7 +152,10 @@ fn hostile_names_are_text_on_the_page() {
     let report = found("report");
     assert!(report.contains("</script><script>window.pwned=1</script>") && report.contains("{{META}}"), "{report}");
     let tooltip = found("tooltip");
-    assert!(tooltip.contains("(<!--<script>)") && tooltip.contains("<img src=x onerror=alert(1)>"), "tooltip: {tooltip}");
+    assert!(
+        tooltip.contains("(<!--<script>)") && tooltip.contains("<img src=x onerror=alert(1)>"),
+        "tooltip: {tooltip}"
+    );
     assert_eq!(found("flame_script"), "function", "the flame graph's own script runs");
     assert_eq!(found("errors"), "[]", "the page logged errors");
 }

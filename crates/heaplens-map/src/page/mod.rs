@@ -261,7 +261,11 @@ mod tests {
 
     fn page() -> String {
         let meta = json!({"title": HOSTILE, "threads": [HOSTILE], "stacks": [{"frames": [HOSTILE], "site": 0}]});
-        html(&meta, "AAAA", &Extras { report_text: HOSTILE.into(), flame_graphs: vec![(HOSTILE.into(), "<svg/>".into())] })
+        html(
+            &meta,
+            "AAAA",
+            &Extras { report_text: HOSTILE.into(), flame_graphs: vec![(HOSTILE.into(), "<svg/>".into())] },
+        )
     }
 
     #[test]
@@ -311,7 +315,8 @@ mod tests {
         assert_eq!(styles, [expected[2].clone()]);
         // Markup beside CDATA (not inferno's form) gets no hash: that script does not run.
         assert_eq!(svg_sources("<svg><script><![CDATA[a()]]><x/></script></svg>"), (vec![], vec![]));
-        let html = html(&json!({}), "", &Extras { report_text: String::new(), flame_graphs: vec![("f".into(), svg.into())] });
+        let html =
+            html(&json!({}), "", &Extras { report_text: String::new(), flame_graphs: vec![("f".into(), svg.into())] });
         assert!(expected.iter().all(|h| html.contains(&format!("'{h}'"))));
     }
 
