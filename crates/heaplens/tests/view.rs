@@ -159,3 +159,30 @@ fn hostile_names_are_text_on_the_page() {
     assert_eq!(found("flame_script"), "function", "the flame graph's own script runs");
     assert_eq!(found("errors"), "[]", "the page logged errors");
 }
+
+/// `heaplens_export::export_to`, which the page's flame graphs come from, writes what `export`
+/// writes to a file, and refuses the formats that are not one stream.
+#[test]
+fn export_into_memory_is_the_file_export() {
+    use heaplens_export::{export, export_to, Format, Metric, Options};
+    let dir = WorkDir::new("export-to");
+    let (_, trace) = traced_widgets(&dir, &["50"]);
+    for format in [Format::Collapsed, Format::Flamegraph, Format::PprofText] {
+        let opts = Options { format, metric: Metric::InuseBytes, progress: false };
+        let file = dir.join("out");
+        export(&trace, &file, &opts).unwrap();
+        let mut mem = Vec::new();
+        let done = export_to(&trace, &mut mem, &opts).unwrap();
+        assert!(done.stacks > 0 && !mem.is_empty(), "{format:?}");
+        // inferno picks its colours at random: they are left out of the comparison.
+        let uncoloured = |b: Vec<u8>| {
+            let s = String::from_utf8(b).unwrap();
+            let mut parts = s.split("fill=\"rgb(");
+            let head = parts.next().unwrap_or_default().to_string();
+            head + &parts.map(|p| p.split_once(")\"").map_or(p, |(_, rest)| rest)).collect::<String>()
+        };
+        assert!(uncoloured(mem) == uncoloured(std::fs::read(&file).unwrap()), "{format:?} differs");
+    }
+    let opts = Options { format: Format::Heaptrack, metric: Metric::AllocBytes, progress: false };
+    assert!(export_to(&trace, &mut Vec::new(), &opts).is_err());
+}
