@@ -245,9 +245,12 @@ pub fn export_to(trace: &Path, w: &mut dyn Write, opts: &Options) -> Result<Expo
     Ok(done)
 }
 
+/// Totals per (stack id, thread id).
+type ByThread = Vec<((u32, u32), StackTotals)>;
+
 /// The replay's totals per (stack, thread), in that order, with the bytes each stack held at
 /// the peak when the metric asks for them.
-fn heap_totals(trace: &Path, opts: &Options) -> Result<(Trace, Vec<((u32, u32), StackTotals)>), ExportError> {
+fn heap_totals(trace: &Path, opts: &Options) -> Result<(Trace, ByThread), ExportError> {
     let mut totals = Totals::default();
     let t = replay_with_progress(trace, &mut totals, opts.progress)?;
     if opts.metric == Metric::InuseBytes && matches!(opts.format, Format::Collapsed | Format::Flamegraph) {
@@ -261,7 +264,7 @@ fn heap_totals(trace: &Path, opts: &Options) -> Result<(Trace, Vec<((u32, u32), 
             s.peak_blocks = blocks;
         }
     }
-    let mut by_thread: Vec<((u32, u32), StackTotals)> = totals.stacks.into_iter().collect();
+    let mut by_thread: ByThread = totals.stacks.into_iter().collect();
     by_thread.sort_unstable_by_key(|&(key, _)| key);
     Ok((t, by_thread))
 }
@@ -271,7 +274,7 @@ fn write_heap(
     w: &mut dyn Write,
     trace: &Path,
     t: &Trace,
-    (by_thread, stacks): (&[((u32, u32), StackTotals)], &[(u32, StackTotals)]),
+    (by_thread, stacks): (&ByThread, &[(u32, StackTotals)]),
     opts: &Options,
     done: &mut Exported,
 ) -> std::io::Result<()> {
