@@ -208,6 +208,49 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
         #[cfg(not(feature = "parquet"))]
         return Err(ExportError::Unsupported("parquet (built without the `parquet` feature)"));
     }
+    let (t, by_thread) = heap_totals(trace, opts)?;
+    let stacks = by_stack(&by_thread);
+    let mut done = Exported { warnings: damage(&t), ..Exported::default() };
+    let write_err = |reason| ExportError::Write { path: out.into(), reason };
+    let file = File::create(out).map_err(write_err)?;
+    let mut w = BufWriter::new(file);
+    write_heap(&mut w, trace, &t, (&by_thread, &stacks), opts, &mut done)
+        .and_then(|()| w.flush())
+        .map_err(write_err)?;
+    Ok(done)
+}
+
+/// Exports the trace at `trace` into `w` rather than a file of its own (`heaplens view` puts
+/// flame graphs in its page this way, with no temporary file anyone could plant): the
+/// allocation metrics as [`Format::Collapsed`], [`Format::Flamegraph`], [`Format::PprofText`]
+/// or [`Format::Pprof`]. `w` is flushed at the end.
+///
+/// # Errors
+/// As [`export`], with the path `-` in [`ExportError::Write`]; [`ExportError::Unsupported`]
+/// for the other formats (whose outputs are several files or named by their path) and for
+/// [`Metric::CpuSamples`].
+pub fn export_to(trace: &Path, w: &mut dyn Write, opts: &Options) -> Result<Exported, ExportError> {
+    if opts.metric == Metric::CpuSamples {
+        return Err(ExportError::Unsupported("CPU samples into a stream (export them to a file)"));
+    }
+    if matches!(opts.format, Format::Firefox | Format::Heaptrack | Format::Parquet) {
+        return Err(ExportError::Unsupported("this format into a stream (export it to a file)"));
+    }
+    let (t, by_thread) = heap_totals(trace, opts)?;
+    let stacks = by_stack(&by_thread);
+    let mut done = Exported { warnings: damage(&t), ..Exported::default() };
+    write_heap(w, trace, &t, (&by_thread, &stacks), opts, &mut done)
+        .and_then(|()| w.flush())
+        .map_err(|reason| ExportError::Write { path: "-".into(), reason })?;
+    Ok(done)
+}
+
+/// Totals per (stack id, thread id).
+type ByThread = Vec<((u32, u32), StackTotals)>;
+
+/// The replay's totals per (stack, thread), in that order, with the bytes each stack held at
+/// the peak when the metric asks for them.
+fn heap_totals(trace: &Path, opts: &Options) -> Result<(Trace, ByThread), ExportError> {
     let mut totals = Totals::default();
     let t = replay_with_progress(trace, &mut totals, opts.progress)?;
     if opts.metric == Metric::InuseBytes && matches!(opts.format, Format::Collapsed | Format::Flamegraph) {
@@ -221,25 +264,29 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
             s.peak_blocks = blocks;
         }
     }
-    let mut by_thread: Vec<((u32, u32), StackTotals)> = totals.stacks.into_iter().collect();
+    let mut by_thread: ByThread = totals.stacks.into_iter().collect();
     by_thread.sort_unstable_by_key(|&(key, _)| key);
-    let stacks = by_stack(&by_thread);
-    let mut done = Exported { warnings: damage(&t), ..Exported::default() };
-    let write_err = |reason| ExportError::Write { path: out.into(), reason };
-    let file = File::create(out).map_err(write_err)?;
-    let mut w = BufWriter::new(file);
+    Ok((t, by_thread))
+}
+
+/// Writes the heap formats that are one stream: what [`export`] and [`export_to`] share.
+fn write_heap(
+    w: &mut dyn Write,
+    trace: &Path,
+    t: &Trace,
+    (by_thread, stacks): (&ByThread, &[(u32, StackTotals)]),
+    opts: &Options,
+    done: &mut Exported,
+) -> std::io::Result<()> {
     match opts.format {
-        Format::PprofText => pprof_text::write(&mut w, &t, &stacks, &mut done),
-        Format::Pprof => pprof::write(&mut w, trace, &t, &by_thread, &mut done),
+        Format::PprofText => pprof_text::write(w, t, stacks, done),
+        Format::Pprof => pprof::write(w, trace, t, by_thread, done),
         Format::Firefox | Format::Heaptrack | Format::Parquet => unreachable!("exported by their own functions"),
         Format::Collapsed | Format::Flamegraph => {
-            let folded = collapsed::lines(trace, &t, &stacks, opts.metric, opts.progress);
-            write_folded(&mut w, folded, trace, opts, &mut done)
+            let folded = collapsed::lines(trace, t, stacks, opts.metric, opts.progress);
+            write_folded(w, folded, trace, opts, done)
         }
     }
-    .and_then(|()| w.flush())
-    .map_err(write_err)?;
-    Ok(done)
 }
 
 /// The CPU samples as folded stacks, a flame graph or a pprof CPU profile: the trace's records

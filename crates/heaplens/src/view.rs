@@ -30,22 +30,21 @@ fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
     let report = heaplens_report::analyze_file(&a.trace, &heaplens_report::Options { progress, ..Default::default() })?;
     let text = heaplens_report::render_text::render(&report, &Default::default());
     let mut flame_graphs = Vec::new();
-    let dir = std::env::temp_dir().join(format!("heaplens-view-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (title, metric) in [
         ("bytes allocated", heaplens_export::Metric::AllocBytes),
         ("in use at the peak", heaplens_export::Metric::InuseBytes),
         ("leaked", heaplens_export::Metric::LeakedBytes),
     ] {
-        let svg = dir.join("flame.svg");
+        // In memory: a file in the shared temporary directory is a name another user can
+        // plant first (a symlink there once made root overwrite a file of its choosing).
+        let mut svg = Vec::new();
         let opts = heaplens_export::Options { format: heaplens_export::Format::Flamegraph, metric, progress: false };
-        if heaplens_export::export(&a.trace, &svg, &opts).is_ok() {
-            if let Ok(s) = std::fs::read_to_string(&svg) {
+        if heaplens_export::export_to(&a.trace, &mut svg, &opts).is_ok() {
+            if let Ok(s) = String::from_utf8(svg) {
                 flame_graphs.push((title.to_string(), s));
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     let opts = options(&a.sites, &a.time, a.addresses);
     Ok(page_file(&a.trace, &opts, a.max_blocks, &Extras { report_text: text, flame_graphs })?)
 }

@@ -3,8 +3,29 @@
 // view, the occupancy bar and the heap over time on one time axis with a shared cursor.
 "use strict";
 (async function () {
-  const meta = JSON.parse(document.getElementById("meta").textContent);
+  // All the page's data, in one JSON element; names from the trace only ever become text.
+  const data = JSON.parse(document.getElementById("data").textContent);
+  const meta = data.meta;
   const $ = (id) => document.getElementById(id);
+  document.title = "heaplens: " + meta.title;
+  $("title").textContent = meta.title;
+  $("report").textContent = data.report;
+  data.flames.forEach((f, i) => {
+    const b = document.createElement("button");
+    b.className = i === 0 ? "tab on" : "tab";
+    b.dataset.tab = "flame" + i;
+    b.textContent = f.title;
+    $("tabs").appendChild(b);
+  });
+  data.flames.forEach((f, i) => {
+    // An SVG document of its own, sandboxed: its script and ids stay apart from the page's.
+    const frame = document.createElement("iframe");
+    frame.id = "flame" + i;
+    frame.className = i === 0 ? "flame on" : "flame";
+    frame.setAttribute("sandbox", "allow-scripts");
+    frame.src = "data:image/svg+xml;base64," + f.svg;
+    $("tabs").appendChild(frame);
+  });
   const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
   const OTHER = [158, 158, 158];
   const rgbOf = (h) => [parseInt(h.slice(1, 3), 16), parseInt(h.slice(3, 5), 16), parseInt(h.slice(5, 7), 16)];
@@ -23,7 +44,7 @@
   const ns = (t) => t < 0 ? "-" + ns(-t) : t < 1e3 ? t.toFixed(0) + " ns" : t < 1e6 ? (t / 1e3).toFixed(1) + " us" : t < 1e9 ? (t / 1e6).toFixed(2) + " ms" : (t / 1e9).toFixed(3) + " s";
 
   // The blocks: gzipped little-endian columns (see page/collect.rs).
-  const b64 = document.getElementById("blocks").textContent.trim();
+  const b64 = data.blocks;
   const raw = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
   const buf = await new Response(new Blob([raw]).stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer();
   const n = meta.blocks;
@@ -146,14 +167,14 @@
   let mapImg = null, ctxImg = null;
   const map = $("map"), mctx = map.getContext("2d"), ctxc = $("context"), cctx = ctxc.getContext("2d");
   function axes() {
-    const xa = $("xaxis"); xa.innerHTML = "";
+    const xa = $("xaxis"); xa.replaceChildren();
     for (let k = 0; k <= 5; k++) {
       const d = document.createElement("div");
       d.style.left = (k * (map.width - 1)) / 5 - (k === 5 ? 70 : 0) + "px";
       d.textContent = ns(meta.offset_ns + st.ta + ((st.tb - st.ta) * k) / 5);
       xa.appendChild(d);
     }
-    const ya = $("yaxis"); ya.innerHTML = "";
+    const ya = $("yaxis"); ya.replaceChildren();
     for (const s of segs) {
       if (s.y1 < st.ya || s.y0 > st.yb) continue;
       const d = document.createElement("div");
@@ -205,13 +226,16 @@
     const t = $("tip");
     if (i < 0) { t.hidden = true; return; }
     const s = meta.stacks[B.stack[i]];
+    const size = document.createElement("b");
+    size.textContent = bytes(B.size[i]);
     const lines = [
-      `<b>${bytes(B.size[i])}</b> requested, ${bytes(B.usable[i])} usable at 0x${B.addr[i].toString(16)}`,
+      ` requested, ${bytes(B.usable[i])} usable at 0x${B.addr[i].toString(16)}`,
       `allocated at ${ns(meta.offset_ns + B.alloc[i])}, ` + (B.live[i] ? "live at exit" : `freed at ${ns(meta.offset_ns + B.free[i])} (lived ${ns(B.free[i] - B.alloc[i])})`),
       `thread ${meta.threads[B.thread[i]]}`,
-      ...s.frames.map((f) => "  " + f.replace(/&/g, "&amp;").replace(/</g, "&lt;")),
+      ...s.frames.map((f) => "  " + f),
     ];
-    t.innerHTML = lines.join("<br>");
+    t.replaceChildren(size);
+    lines.forEach((l, k) => { if (k) t.appendChild(document.createElement("br")); t.appendChild(document.createTextNode(l)); });
     t.hidden = false;
     t.style.left = Math.min(ex + 14, window.innerWidth - t.offsetWidth - 4) + "px";
     t.style.top = Math.min(ey + 14, window.innerHeight - t.offsetHeight - 4) + "px";
@@ -266,8 +290,8 @@
   }
   function legend() {
     const l = $("legend");
-    l.innerHTML = "";
-    const row = (c, text) => { const d = document.createElement("div"); d.innerHTML = `<i style="background:${c}"></i>`; d.appendChild(document.createTextNode(text)); d.title = text; l.appendChild(d); };
+    l.replaceChildren();
+    const row = (c, text) => { const d = document.createElement("div"); const sw = document.createElement("i"); sw.style.background = c; d.appendChild(sw); d.appendChild(document.createTextNode(text)); d.title = text; l.appendChild(d); };
     if (st.mode === "function") { meta.sites.forEach((s) => row(s.color, `${s.label} (${bytes(s.bytes)})`)); row("#9e9e9e", "the rest"); }
     else if (st.mode === "thread") { meta.threads.slice(0, PALETTE.length).forEach((t, k) => row(PALETTE[k], "thread " + t)); }
     else row("linear-gradient(90deg,#3036cc,#1aa6d9,#4dbf4d,#f2cc26,#d91f1a)", st.mode === "size" ? "16 B ... 1 MiB+ usable" : "1 us ... whole run");
@@ -295,4 +319,9 @@
     ready: false,
   };
   requestAnimationFrame(() => requestAnimationFrame(() => { window.heaplens.ready = true; }));
-})().catch((e) => { document.body.insertAdjacentHTML("afterbegin", `<pre style="color:red">heaplens view failed: ${e}</pre>`); });
+})().catch((e) => {
+  const p = document.createElement("pre");
+  p.className = "failed";
+  p.textContent = `heaplens view failed: ${e}`;
+  document.body.prepend(p);
+});

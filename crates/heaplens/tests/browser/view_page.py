@@ -1,7 +1,9 @@
 """Drives `heaplens view`'s page in Debian's headless Chromium through Selenium, as a person
 would use it: waits for the page to draw, takes a screenshot, hovers a block that FUNCTION
-allocated and reads the tooltip, zooms in on it, and checks the page asked the network for
-nothing. Prints one `key=value` line per finding for the Rust test to check.
+allocated and reads the tooltip, zooms in on it, checks the page asked the network for
+nothing, and reports what a hostile name in the trace could have done (an alert, a
+`window.pwned`, a script the page's policy refused) and the text the page shows. Prints one
+`key=value` line per finding for the Rust test to check.
 
 Usage: view_page.py PAGE.html SCREENSHOT.png FUNCTION
 """
@@ -24,6 +26,14 @@ for flag in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic"
 opts.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
 try:
+    # Before the page's own script: an alert, or any script or inline handler the page's
+    # policy refused, is noted where the checks below find it (`pwned`, `violations`).
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": """
+        window.alert = (m) => { window.pwned = "alert " + m; };
+        window.violations = [];
+        document.addEventListener("securitypolicyviolation",
+            (e) => window.violations.push(e.violatedDirective + " " + e.blockedURI));
+    """})
     driver.get(pathlib.Path(page).resolve().as_uri())
     start = time.time()
     while not driver.execute_script("return !!(window.heaplens && window.heaplens.ready)"):
@@ -61,6 +71,17 @@ try:
             if not url.startswith(("data:", "blob:", "file:", "about:")):
                 requests.append(url)
     print("network=" + json.dumps(requests + [r for r in resources if not r.startswith(("data:", "blob:", "file:"))]))
+    # What a hostile name could have done, and where the names show as text.
+    print("pwned=" + json.dumps(driver.execute_script("return window.pwned === undefined ? null : String(window.pwned)")))
+    print("violations=" + json.dumps(driver.execute_script("return window.violations")))
+    for key, css in [("title", "#title"), ("legend", "#legend"), ("report", "#report"), ("tabs", "#tabs")]:
+        print(key + "=" + json.dumps(driver.find_element("css selector", css).text))
+    # The first flame graph's own script ran (in its sandboxed frame, under the page's policy).
+    frames = driver.find_elements("css selector", "iframe.flame")
+    if frames:
+        driver.switch_to.frame(frames[0])
+        print("flame_script=" + driver.execute_script("return typeof init"))
+        driver.switch_to.default_content()
     errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     print("errors=" + json.dumps(errors))
 finally:
