@@ -1,6 +1,8 @@
 //! `heaplens run`: start the program with the monitor preloaded, symbolize its stacks on the
 //! side as they reach the trace, wait for it, seal the trace with the exit record and the
-//! symbols, and end the way the program ended.
+//! symbols, and end the way the program ended. The trace's path is checked first without
+//! changing anything there, and never lands on the program; an existing trace is replaced only
+//! by a complete one.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::OpenOptions;
@@ -230,7 +232,15 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         // The trace is complete: it replaces the file that was there.
         let (trace, appended) = match &dest.replaces {
             Some(old) => match std::fs::rename(&trace, old) {
-                Ok(()) => (old.clone(), appended),
+                Ok(()) => {
+                    // Children's traces follow the name, so that they sit beside their parent's.
+                    let n = trace.file_name().map_or(0, |n| n.len() + 1);
+                    for child in child_traces(&trace) {
+                        let pids = child.file_name().map(|f| f.to_string_lossy()[n..].to_string()).unwrap_or_default();
+                        let _ = std::fs::rename(&child, naming::with_suffix(old, pids));
+                    }
+                    (old.clone(), appended)
+                }
                 Err(e) => (trace, appended.and(Err(e).context("cannot rename it over the earlier trace"))),
             },
             None => (trace, appended),
