@@ -8,7 +8,7 @@ use heaplens_map::{map_file, Align, Bins, ColorBy, Cushion, MapOptions};
 use crate::picture::{is_svg, options, write_to};
 use crate::{MapAlign, MapArgs, MapBins, MapColor, MapCushion};
 
-/// Runs `heaplens map`; a failed map leaves no file behind.
+/// Runs `heaplens map`; a failed map leaves no file behind (and an earlier one as it was).
 pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
     let opts = MapOptions {
         width: a.width as usize,

@@ -67,7 +67,8 @@ fn resolve_program(program: &OsStr) -> Option<PathBuf> {
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(program)).find(|c| {
-        std::fs::metadata(c).is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+        std::fs::metadata(c)
+            .is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
     })
 }
 
@@ -260,7 +261,10 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         }
     } else if trace.exists() {
         if !a.quiet {
-            eprintln!("heaplens: trace written to {} (not a regular file: no exit status or symbols added)", trace.display());
+            eprintln!(
+                "heaplens: trace written to {} (not a regular file: no exit status or symbols added)",
+                trace.display()
+            );
         }
     } else if !a.quiet {
         eprintln!(

@@ -10,7 +10,7 @@ use std::io::Write;
 use crate::picture::{options, write_to};
 use crate::ViewArgs;
 
-/// Runs `heaplens view`; a failed page leaves no file behind.
+/// Runs `heaplens view`; a failed page leaves no file behind (and an earlier one as it was).
 pub fn execute(a: &ViewArgs) -> anyhow::Result<()> {
     let page = write_to(&a.output, &a.trace, |mut file| {
         let page = build(a)?;

@@ -181,7 +181,10 @@ fn output_names_that_are_not_utf8_are_kept() {
     std::fs::create_dir(&sub).unwrap();
     run_traced(&dir, &sub.join(OsStr::from_bytes(b"\xfe%p.hltrace")), &exe, &["x"]).ok("heaplens run -o $'\\xfe%p'");
     let got = names(&sub);
-    assert!(got.len() == 1 && got[0].as_bytes().starts_with(b"\xfe") && got[0].as_bytes()[1].is_ascii_digit(), "{got:?}");
+    assert!(
+        got.len() == 1 && got[0].as_bytes().starts_with(b"\xfe") && got[0].as_bytes()[1].is_ascii_digit(),
+        "{got:?}"
+    );
     // report and map read a trace by such a name.
     let trace = dir.join(name);
     let v = report(&dir, &trace);
