@@ -9,8 +9,9 @@
 //!   link or a symbolic link too) is refused before anything is written;
 //! - a regular file (or a name not taken yet) is written to a temporary file with an
 //!   unguessable name in the same directory, renamed over the name only by [`Output::commit`]:
-//!   a failure, or a process killed midway, leaves the previous file as it was and no
-//!   temporary file behind (dropped, the temporary file is removed);
+//!   a failure leaves the previous file as it was and no temporary file behind (dropped, the
+//!   temporary file is removed); a process killed midway leaves the previous file too, and a
+//!   `.heaplens-*.tmp` beside it;
 //! - a path that exists and is not a regular file (a character device such as `/dev/null`, a
 //!   FIFO) is opened for writing as it is: never created, truncated, removed or renamed over.
 //!
@@ -72,7 +73,7 @@ impl Output {
                 };
                 // A replaced file keeps its mode; a new one gets the usual 0666 less the umask
                 // (tempfile's own 0600 would hide outputs from their readers).
-                let mode = existing.map(|m| m.mode() & 0o7777).unwrap_or(0o666);
+                let mode = existing.map(|m| m.mode() & 0o777).unwrap_or(0o666);
                 let dir = match real.parent() {
                     Some(d) if !d.as_os_str().is_empty() => d,
                     _ => Path::new("."),
