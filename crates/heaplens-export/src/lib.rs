@@ -35,7 +35,6 @@ mod pprof;
 mod pprof_text;
 pub mod totals;
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -176,11 +175,13 @@ pub enum ExportError {
     },
 }
 
-/// Exports the trace at `trace` to `out` (replaced if it exists).
+/// Exports the trace at `trace` to `out`, replaced whole when the export succeeds and left as it
+/// was when it fails (see `heaplens_output`; a device such as `/dev/null` is written in place).
 ///
 /// # Errors
 /// [`ExportError::Load`] when the trace cannot be read at all (a damaged one is exported as far
-/// as it reads, with a warning), [`ExportError::Write`] when `out` cannot be written.
+/// as it reads, with a warning), [`ExportError::Write`] when `out` cannot be written or is the
+/// trace itself (the same file, through a link too).
 ///
 /// With [`Metric::CpuSamples`]: [`ExportError::NoSamples`] when the trace holds no CPU samples,
 /// [`ExportError::Unsupported`] for pprof text, heaptrack and Parquet.
@@ -212,10 +213,11 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     let stacks = by_stack(&by_thread);
     let mut done = Exported { warnings: damage(&t), ..Exported::default() };
     let write_err = |reason| ExportError::Write { path: out.into(), reason };
-    let file = File::create(out).map_err(write_err)?;
-    let mut w = BufWriter::new(file);
+    let output = heaplens_output::Output::create(out, &[trace]).map_err(write_err)?;
+    let mut w = BufWriter::new(output.file().map_err(write_err)?);
     write_heap(&mut w, trace, &t, (&by_thread, &stacks), opts, &mut done)
         .and_then(|()| w.flush())
+        .and_then(|()| output.commit())
         .map_err(write_err)?;
     Ok(done)
 }
@@ -299,8 +301,8 @@ fn export_cpu(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
     }
     let mut done = Exported { warnings: damage(&t), ..Exported::default() };
     let write_err = |reason| ExportError::Write { path: out.into(), reason };
-    let file = File::create(out).map_err(write_err)?;
-    let mut w = BufWriter::new(file);
+    let output = heaplens_output::Output::create(out, &[trace]).map_err(write_err)?;
+    let mut w = BufWriter::new(output.file().map_err(write_err)?);
     match opts.format {
         Format::Pprof => pprof::write_cpu(&mut w, trace, &t, &samples, opts.progress, &mut done),
         _ => {
@@ -310,6 +312,7 @@ fn export_cpu(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
         }
     }
     .and_then(|()| w.flush())
+    .and_then(|()| output.commit())
     .map_err(write_err)?;
     Ok(done)
 }
@@ -346,9 +349,9 @@ fn export_firefox(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, 
     done.warnings.extend(ff.warnings());
     let end = t.exit.as_ref().map(|e| e.end_mono_ns).unwrap_or(0);
     let write_err = |reason| ExportError::Write { path: out.into(), reason };
-    let file = File::create(out).map_err(write_err)?;
-    let mut w = BufWriter::new(file);
-    ff.write(&mut w, end).and_then(|()| w.flush()).map_err(write_err)?;
+    let output = heaplens_output::Output::create(out, &[trace]).map_err(write_err)?;
+    let mut w = BufWriter::new(output.file().map_err(write_err)?);
+    ff.write(&mut w, end).and_then(|()| w.flush()).and_then(|()| output.commit()).map_err(write_err)?;
     Ok(done)
 }
 
@@ -357,7 +360,8 @@ fn export_heaptrack(trace: &Path, out: &Path, opts: &Options) -> Result<Exported
     let t = Trace::load_into(trace, None, &mut NoEvents)?;
     let (sym, _damaged) = heaplens_interpret::symbolize::for_trace(trace, &t);
     let write_err = |reason| ExportError::Write { path: out.into(), reason };
-    let file = BufWriter::new(File::create(out).map_err(write_err)?);
+    let output = heaplens_output::Output::create(out, &[trace]).map_err(write_err)?;
+    let file = BufWriter::new(output.file().map_err(write_err)?);
     let zst = out.extension().is_some_and(|e| e == "zst");
     let w: Box<dyn Write> = if zst {
         Box::new(zstd::stream::Encoder::new(file, 3).map_err(write_err)?.auto_finish())
@@ -371,6 +375,7 @@ fn export_heaptrack(trace: &Path, out: &Path, opts: &Options) -> Result<Exported
     let (mut w, warnings) = ht.finish(end).map_err(write_err)?;
     w.flush().map_err(write_err)?;
     drop(w);
+    output.commit().map_err(write_err)?;
     done.warnings.extend(warnings);
     Ok(done)
 }

@@ -206,7 +206,7 @@ fn start() {
     real::resolve_all();
     let Some(out) = std::env::var_os("HEAPLENS_OUTPUT") else { return };
     let pid = std::process::id();
-    let output = PathBuf::from(out.to_string_lossy().replace("%p", &pid.to_string()));
+    let output = heaplens_trace::naming::fill_pid(&out, &pid.to_string());
     let max_frames =
         std::env::var("HEAPLENS_MAX_FRAMES").ok().and_then(|v| v.parse().ok()).unwrap_or(1024usize).clamp(1, 1 << 16);
     let follow_children = std::env::var_os("HEAPLENS_FOLLOW_CHILDREN").is_some_and(|v| v == "1");

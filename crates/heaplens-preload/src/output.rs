@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use heaplens_trace::naming;
 use heaplens_trace::record::EndRecord;
 use heaplens_trace::{BlockKind, BlockWriter, Codec, ColumnEncoder, ModuleRecord, ProcessRecord};
 
@@ -134,17 +135,26 @@ pub fn sampled() {
 const SWEEP_NS: u64 = 10_000_000;
 
 /// Creates the trace at `path`, or when it already exists (an exec'd or forked process of the
-/// same run) at `path.PID`, then `path.PID.N`. Writes the file header and the Process block.
+/// same run) at `path.PID`, then `path.PID.N`; a `path` that is not a regular file (a device, a
+/// FIFO) is written as it is. Writes the file header and the Process block.
 ///
 /// # Errors
 /// The error of the last attempt to create the file.
 pub fn open(path: &Path, process: &ProcessRecord) -> io::Result<PathBuf> {
     let pid = process.pid;
-    let mut candidates = vec![path.to_path_buf(), PathBuf::from(format!("{}.{pid}", path.display()))];
-    candidates.extend((1..100).map(|n| PathBuf::from(format!("{}.{pid}.{n}", path.display()))));
+    let mut candidates = vec![path.to_path_buf(), naming::with_suffix(path, pid)];
+    candidates.extend((1..100).map(|n| naming::with_suffix(path, format_args!("{pid}.{n}"))));
     let mut last = io::Error::other("no candidate path");
     for p in candidates {
-        match TraceFile::create_new(&p) {
+        let created = match TraceFile::create_new(&p) {
+            // `-o /dev/null`: a device or FIFO is written as it is, never sidestepped by a
+            // `/dev/null.PID` created beside it.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && p == path && !path.is_file() && !path.is_dir() => {
+                TraceFile::open_in_place(&p)
+            }
+            r => r,
+        };
+        match created {
             Ok(f) => {
                 let mut writer = BlockWriter::new(f)?;
                 writer.write_block(BlockKind::Process, &process.encode())?;
@@ -515,6 +525,6 @@ pub fn restart_in_child(process: &ProcessRecord, me: usize) {
     }
     WRITER_RUNNING.store(false, Ordering::Release);
     if let Ok(mut d) = DEFERRED.lock() {
-        *d = Some((PathBuf::from(format!("{}.{}", parent_path.display(), process.pid)), process.clone()));
+        *d = Some((naming::with_suffix(&parent_path, process.pid), process.clone()));
     }
 }

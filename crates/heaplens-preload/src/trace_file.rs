@@ -93,6 +93,30 @@ impl TraceFile {
         Ok(TraceFile { fd, dev, ino, path: path.to_path_buf(), said: false })
     }
 
+    /// Opens an existing `path` that is not a regular file (`/dev/null`, a FIFO) for writing,
+    /// without creating or truncating it; a FIFO without a reader fails (`ENXIO`) rather than
+    /// hold the program up.
+    ///
+    /// # Errors
+    /// The error of `open(2)`.
+    pub fn open_in_place(path: &Path) -> io::Result<TraceFile> {
+        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::other("NUL in the trace path"))?;
+        // SAFETY: a NUL-terminated path; no O_CREAT, so no mode.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: our own descriptor; writes block as they would on any trace.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) & !libc::O_NONBLOCK) };
+        let fd = move_high(fd);
+        let Some((dev, ino)) = identity(fd) else {
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+            return Err(io::Error::last_os_error());
+        };
+        Ok(TraceFile { fd, dev, ino, path: path.to_path_buf(), said: false })
+    }
+
     /// Makes sure the descriptor is still the trace: if the program closed or replaced it,
     /// opens the trace again by its path (appending), provided it is still the same file.
     fn ensure_ours(&mut self) -> io::Result<()> {

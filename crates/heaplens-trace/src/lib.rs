@@ -20,6 +20,7 @@ pub mod block;
 pub mod clock;
 pub mod columns;
 pub mod event;
+pub mod naming;
 pub mod reader;
 pub mod record;
 pub mod snapshot;

@@ -57,7 +57,7 @@ enum Command {
 pub struct SnapshotArgs {
     /// The process id of the running program, or the path of the trace it writes.
     #[arg(value_name = "PID|TRACE")]
-    pub target: String,
+    pub target: PathBuf,
 }
 
 /// Arguments of `heaplens run`.
@@ -98,8 +98,9 @@ pub struct RunArgs {
     #[arg(short, long)]
     pub quiet: bool,
     /// The program to profile and its arguments.
-    #[arg(required = true, value_name = "PROGRAM [ARGS]...")]
-    pub command: Vec<String>,
+    /// Taken as the OS gives them: arguments and paths need not be UTF-8.
+    #[arg(required = true, value_name = "PROGRAM [ARGS]...", value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// Which tables `heaplens report` prints.

@@ -9,7 +9,7 @@ use heaplens_map::{map_file, Align, Bins, ColorBy, Cushion, MapOptions};
 use crate::picture::{is_svg, options, write_to};
 use crate::{MapAlign, MapArgs, MapBins, MapColor, MapCushion};
 
-/// Runs `heaplens map`; a failed map leaves no file behind.
+/// Runs `heaplens map`; a failed map leaves no file behind (and an earlier one as it was).
 pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
     let opts = MapOptions {
         width: a.width as usize,
@@ -40,7 +40,7 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
         split_min_bytes: a.split_min_bytes.unwrap_or(heaplens_interpret::split::MIN_BYTES),
         ..options(&a.sites, &a.time, a.addresses)
     };
-    let map = write_to(&a.output, |file| {
+    let map = write_to(&a.output, &a.trace, |file| {
         let map = map_file(&a.trace, &opts)?;
         let mut out = BufWriter::new(file);
         let r = if is_svg(&a.output) { map.scene.write_svg(&mut out) } else { map.scene.write_png(&mut out) };

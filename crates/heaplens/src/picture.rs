@@ -1,5 +1,6 @@
 //! What `map`, `timeline` and `view` share: the options their call sites and window give, and
-//! writing their output so that nothing half-made is left behind.
+//! writing their output so that nothing half-made is left behind and the trace is never written
+//! over.
 
 use std::fs::File;
 use std::path::Path;
@@ -20,13 +21,15 @@ pub fn options(sites: &SiteArgs, time: &TimeWindowArgs, addresses: Option<(u64, 
     }
 }
 
-/// Opens `output` first, so an unwritable path fails before the trace is read, then lets
-/// `make` write into it; when `make` fails, the file is removed.
-pub fn write_to<T>(output: &Path, make: impl FnOnce(File) -> anyhow::Result<T>) -> anyhow::Result<T> {
-    let file = File::create(output).with_context(|| format!("cannot write {}", output.display()))?;
-    make(file).inspect_err(|_| {
-        let _ = std::fs::remove_file(output);
-    })
+/// Opens `output` first, so an unwritable path (or one that is the `input` trace) fails before
+/// the trace is read, then lets `make` write into it. The output appears whole when `make`
+/// succeeds; when it fails, an existing file stays as it was (see `heaplens_output`).
+pub fn write_to<T>(output: &Path, input: &Path, make: impl FnOnce(File) -> anyhow::Result<T>) -> anyhow::Result<T> {
+    let cannot = || format!("cannot write {}", output.display());
+    let out = heaplens_output::Output::create(output, &[input]).with_context(cannot)?;
+    let made = make(out.file().with_context(cannot)?)?;
+    out.commit().with_context(cannot)?;
+    Ok(made)
 }
 
 /// Whether `output` asks for SVG (by its extension) rather than PNG.

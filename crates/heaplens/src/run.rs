@@ -1,9 +1,12 @@
 //! `heaplens run`: start the program with the monitor preloaded, symbolize its stacks on the
 //! side as they reach the trace, wait for it, seal the trace with the exit record and the
-//! symbols, and end the way the program ended.
+//! symbols, and end the way the program ended. The trace's path is checked first without
+//! changing anything there, and never lands on the program; an existing trace is replaced only
+//! by a complete one.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::OpenOptions;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -11,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use heaplens_trace::{BlockKind, BlockWriter, ExitRecord};
+use heaplens_trace::{naming, BlockKind, BlockWriter, ExitRecord};
 
 use crate::RunArgs;
 
@@ -56,21 +59,72 @@ fn find_library(name: &str) -> Option<PathBuf> {
         .map(|c| c.canonicalize().unwrap_or(c))
 }
 
-/// Checks that the trace can be created where asked, before the program starts.
-fn check_writable(path: &Path) -> Result<()> {
-    let probe = if path.as_os_str().to_string_lossy().contains("%p") {
-        PathBuf::from(path.to_string_lossy().replace("%p", "probe"))
-    } else {
-        path.to_path_buf()
-    };
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&probe)
-        .with_context(|| format!("cannot write the trace {}", path.display()))?;
-    std::fs::remove_file(&probe).with_context(|| format!("cannot write the trace {}", path.display()))?;
-    Ok(())
+/// The program as `exec` finds it: a name with a slash as it is, else the first executable
+/// file of that name in `$PATH`.
+fn resolve_program(program: &OsStr) -> Option<PathBuf> {
+    if program.as_bytes().contains(&b'/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|c| {
+        std::fs::metadata(c)
+            .is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+    })
+}
+
+/// Where the trace goes, checked before the program starts without changing what is there:
+/// the path the monitor is to write, and the file it is to replace once complete.
+struct Destination {
+    /// `HEAPLENS_OUTPUT`: `%p` still in it.
+    monitor: PathBuf,
+    /// An existing trace (or other regular file) the monitor's trace is renamed over at the
+    /// end: it stays as it was until then, and if no trace comes.
+    replaces: Option<PathBuf>,
+}
+
+/// Checks that the trace can be written at `template`, and that it is not the program's own
+/// file. Nothing that exists is truncated or removed: a name not taken is created (exclusively)
+/// and removed again, a device or FIFO must be writable, and an existing regular file is kept
+/// until a new trace written beside it replaces it.
+fn destination(template: &Path, program: Option<&Path>) -> Result<Destination> {
+    let cannot = || format!("cannot write the trace {}", template.display());
+    let dir = template.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if naming::has_pid(template.as_os_str()) {
+        // The name is known once the program runs: creating a file in its directory will do.
+        tempfile::Builder::new().prefix(".heaplens-probe-").tempfile_in(dir).with_context(cannot)?;
+        return Ok(Destination { monitor: template.to_path_buf(), replaces: None });
+    }
+    heaplens_output::refuse_inputs(template, program.as_slice()).with_context(cannot)?;
+    match std::fs::metadata(template) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            OpenOptions::new().write(true).create_new(true).open(template).with_context(cannot)?;
+            // Ours alone: it did not exist a moment ago.
+            std::fs::remove_file(template).with_context(cannot)?;
+            Ok(Destination { monitor: template.to_path_buf(), replaces: None })
+        }
+        Err(e) => Err(e).with_context(cannot),
+        Ok(m) if m.is_dir() => anyhow::bail!("cannot write the trace {}: it is a directory", template.display()),
+        Ok(m) if m.is_file() => {
+            // A name beside it nobody can guess, given to the monitor, which creates it anew.
+            let staged = tempfile::Builder::new()
+                .prefix(".heaplens-")
+                .suffix(".hltrace")
+                .tempfile_in(dir)
+                .with_context(cannot)?
+                .into_temp_path();
+            let monitor = staged.to_path_buf();
+            staged.close().with_context(cannot)?;
+            Ok(Destination { monitor, replaces: Some(template.to_path_buf()) })
+        }
+        Ok(_) => {
+            let c = std::ffi::CString::new(template.as_os_str().as_bytes()).with_context(cannot)?;
+            // SAFETY: a NUL-terminated path. Opening a FIFO to try would wait for a reader.
+            if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+                return Err(std::io::Error::last_os_error()).with_context(cannot);
+            }
+            Ok(Destination { monitor: template.to_path_buf(), replaces: None })
+        }
+    }
 }
 
 fn monotonic_ns() -> u64 {
@@ -85,14 +139,19 @@ fn monotonic_ns() -> u64 {
 pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     let preload = if a.cpu_only { find_cpu_preload()? } else { find_preload()? };
     let program = &a.command[0];
-    let name =
-        Path::new(program).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "program".into());
+    let shown = Path::new(program).display();
+    let name = Path::new(program).file_name().unwrap_or(OsStr::new("program"));
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let template = match &a.output {
         Some(o) => cwd.join(o),
-        None => cwd.join(format!("heaplens.{name}.%p.hltrace")),
+        None => {
+            let mut n = OsString::from("heaplens.");
+            n.push(name);
+            n.push(".%p.hltrace");
+            cwd.join(n)
+        }
     };
-    check_writable(&template)?;
+    let dest = destination(&template, resolve_program(program).as_deref())?;
 
     let mut preload_var = OsString::from(preload.as_os_str());
     if let Some(prev) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
@@ -102,7 +161,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     let mut cmd = Command::new(program);
     cmd.args(&a.command[1..])
         .env("LD_PRELOAD", preload_var)
-        .env("HEAPLENS_OUTPUT", &template)
+        .env("HEAPLENS_OUTPUT", &dest.monitor)
         .env("HEAPLENS_MAX_FRAMES", a.max_frames.to_string());
     if a.follow_children {
         cmd.env("HEAPLENS_FOLLOW_CHILDREN", "1");
@@ -141,8 +200,8 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
             }
         }
     }
-    let mut child = cmd.spawn().with_context(|| format!("cannot run {program}"))?;
-    let trace = PathBuf::from(template.to_string_lossy().replace("%p", &child.id().to_string()));
+    let mut child = cmd.spawn().with_context(|| format!("cannot run {shown}"))?;
+    let trace = naming::fill_pid(dest.monitor.as_os_str(), &child.id().to_string());
     // Symbolize on the side as the stacks reach the trace (see `symbolize::embedded`), except
     // when sampling: that mode promises the program under 5% more time, and symbolizing took
     // short multi-threaded programs 7-26% more (bench/compare, churn and widgets); a sampled
@@ -171,6 +230,22 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
             Some(t) => heaplens_interpret::symbolize::embedded::append(&trace, t).context("cannot append the symbols"),
             None => Ok(()),
         });
+        // The trace is complete: it replaces the file that was there.
+        let (trace, appended) = match &dest.replaces {
+            Some(old) => match std::fs::rename(&trace, old) {
+                Ok(()) => {
+                    // Children's traces follow the name, so that they sit beside their parent's.
+                    let n = trace.file_name().map_or(0, |n| n.len() + 1);
+                    for child in child_traces(&trace) {
+                        let pids = child.file_name().map(|f| f.to_string_lossy()[n..].to_string()).unwrap_or_default();
+                        let _ = std::fs::rename(&child, naming::with_suffix(old, pids));
+                    }
+                    (old.clone(), appended)
+                }
+                Err(e) => (trace, appended.and(Err(e).context("cannot rename it over the earlier trace"))),
+            },
+            None => (trace, appended),
+        };
         match appended {
             Ok(()) if !a.quiet => {
                 eprintln!("heaplens: trace written to {}", trace.display());
@@ -184,9 +259,16 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
                 eprintln!("heaplens: warning: cannot append the exit status or symbols to {}: {e:#}", trace.display())
             }
         }
+    } else if trace.exists() {
+        if !a.quiet {
+            eprintln!(
+                "heaplens: trace written to {} (not a regular file: no exit status or symbols added)",
+                trace.display()
+            );
+        }
     } else if !a.quiet {
         eprintln!(
-            "heaplens: warning: no trace was written to {} (is {program} statically linked or setuid? the monitor needs the dynamic loader)",
+            "heaplens: warning: no trace was written to {} (is {shown} statically linked or setuid? the monitor needs the dynamic loader)",
             trace.display()
         );
     }

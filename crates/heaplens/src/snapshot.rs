@@ -29,9 +29,9 @@ fn trace_of(pid: u32) -> Result<PathBuf> {
 
 /// Runs `heaplens snapshot`.
 pub fn execute(a: &SnapshotArgs) -> Result<()> {
-    let trace = match a.target.parse::<u32>() {
-        Ok(pid) => trace_of(pid)?,
-        Err(_) => PathBuf::from(&a.target),
+    let trace = match a.target.to_str().and_then(|t| t.parse::<u32>().ok()) {
+        Some(pid) => trace_of(pid)?,
+        None => a.target.clone(),
     };
     if !trace.is_file() {
         bail!("{} is not a trace", trace.display());

@@ -31,15 +31,18 @@ use parquet::file::properties::WriterProperties;
 use crate::{damage, ExportError, Exported, NoEvents, Options};
 
 /// Writes batches of one table to a Parquet file, zstd-compressed.
+/// Each table appears whole (renamed into place when closed), so that a failed export leaves
+/// the previous table of that name as it was.
 pub(crate) struct Table {
     writer: ArrowWriter<File>,
+    output: heaplens_output::Output,
 }
 
 impl Table {
     fn create(path: &Path, schema: arrow_schema::SchemaRef) -> Result<Self, parquet::errors::ParquetError> {
         let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
-        let file = File::create(path)?;
-        Ok(Table { writer: ArrowWriter::try_new(file, schema, Some(props))? })
+        let output = heaplens_output::Output::create(path, &[])?;
+        Ok(Table { writer: ArrowWriter::try_new(output.file()?, schema, Some(props))?, output })
     }
 
     fn write(&mut self, batch: &RecordBatch) -> Result<(), parquet::errors::ParquetError> {
@@ -47,7 +50,8 @@ impl Table {
     }
 
     fn close(self) -> Result<(), parquet::errors::ParquetError> {
-        self.writer.close().map(|_| ())
+        self.writer.close()?;
+        Ok(self.output.commit()?)
     }
 }
 
@@ -55,7 +59,7 @@ impl Table {
 pub(crate) fn export(trace: &Path, dir: &Path, opts: &Options) -> Result<Exported, ExportError> {
     let write_err = |reason: std::io::Error| ExportError::Write { path: dir.into(), reason };
     let pq_err = |e: parquet::errors::ParquetError| write_err(std::io::Error::other(e));
-    std::fs::create_dir_all(dir).map_err(write_err)?;
+    heaplens_output::create_dir(dir, &[trace]).map_err(write_err)?;
     let t = Trace::load_into(trace, None, &mut NoEvents)?;
     let table = Table::create(&dir.join("events.parquet"), events::schema()).map_err(pq_err)?;
     let mut rows = events::EventRows::new(table);
