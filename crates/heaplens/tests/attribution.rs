@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -18,13 +17,6 @@ fn own_truth(stdout: &str) -> Vec<(String, u64, u64)> {
         .filter(|t| t.contains_key("fn"))
         .map(|t| (t["fn"].clone(), num(&t, "allocs"), num(&t, "bytes")))
         .collect()
-}
-
-fn report_args(dir: &WorkDir, trace: &Path, extra: &[&str]) -> Value {
-    let mut args = vec!["report", trace.to_str().unwrap(), "--format", "json", "--top", "0"];
-    args.extend_from_slice(extra);
-    let out = heaplens(dir, &args).ok("heaplens report");
-    serde_json::from_str(&out.stdout).expect("report JSON")
 }
 
 /// The direct row whose function name starts with `name` (C++ names carry their parameters).
@@ -56,7 +48,7 @@ fn cxx_containers_are_charged_to_the_programs_functions() {
     let exe = compile(&dir, "g++", "own_code.cpp", "own_code", &["-O2", "-g"]);
     let trace = dir.join("own.hltrace");
     let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("own_code under heaplens");
-    let v = report_args(&dir, &trace, &[]);
+    let v = report_with(&dir, &trace, &[]);
     check_truth(&v, &own_truth(&out.stdout));
     let via = row(&v, "build_map")["via"].as_str().unwrap().to_string();
     assert!(via.starts_with("std::map<"), "build_map came through std::map, not {via}");
@@ -66,7 +58,7 @@ fn cxx_containers_are_charged_to_the_programs_functions() {
         assert!(!f.starts_with("std::") && !f.contains("_M_") && !f.starts_with("_ZSt"), "library row {f}");
     }
     // --raw-frames charges the innermost frame: the library's.
-    let raw = report_args(&dir, &trace, &["--raw-frames"]);
+    let raw = report_with(&dir, &trace, &["--raw-frames"]);
     let names: Vec<&str> = arr(&raw, "direct/rows").iter().filter_map(|r| r["function"].as_str()).collect();
     assert!(names.iter().any(|f| f.contains("_M_")), "raw frames name libstdc++'s internals: {names:?}");
     assert!(!names.iter().any(|f| f.starts_with("build_map")), "raw frames: {names:?}");
@@ -83,7 +75,7 @@ fn rust_collections_are_charged_to_the_programs_functions() {
     let trace = dir.join("own.hltrace");
     let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("own_code under heaplens");
     // The program counts through its own global allocator: a wrapper of its own to skip.
-    let v = report_args(&dir, &trace, &["--skip", "^<own_code::Counting"]);
+    let v = report_with(&dir, &trace, &["--skip", "^<own_code::Counting"]);
     check_truth(&v, &own_truth(&out.stdout));
     for r in arr(&v, "direct/rows") {
         let f = r["function"].as_str().unwrap();
@@ -102,7 +94,7 @@ fn skip_passes_over_the_programs_own_wrapper() {
     let exe = compile_c(&dir, "xmalloc.c", &[]);
     let trace = dir.join("x.hltrace");
     run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("xmalloc under heaplens");
-    let v = report_args(&dir, &trace, &[]);
+    let v = report_with(&dir, &trace, &[]);
     assert_eq!((u(row(&v, "xmalloc"), "calls"), u(row(&v, "xmalloc"), "bytes")), (8, 500));
     let check = |v: &Value| {
         assert_eq!((u(row(v, "load_config"), "calls"), u(row(v, "load_config"), "bytes")), (3, 300));
@@ -110,10 +102,10 @@ fn skip_passes_over_the_programs_own_wrapper() {
         assert_eq!(row(v, "load_config")["via"], "xmalloc");
         assert!(direct_rows(v, "xmalloc").is_empty());
     };
-    check(&report_args(&dir, &trace, &["--skip", "^xmalloc$"]));
+    check(&report_with(&dir, &trace, &["--skip", "^xmalloc$"]));
     let file = dir.join("skip.txt");
     std::fs::write(&file, "# our wrappers\n\n^xmalloc$\n").unwrap();
-    check(&report_args(&dir, &trace, &["--skip-file", file.to_str().unwrap()]));
+    check(&report_with(&dir, &trace, &["--skip-file", file.to_str().unwrap()]));
     // A pattern that is not a regular expression is one clear error.
     let bad = heaplens(&dir, &["report", trace.to_str().unwrap(), "--skip", "(unclosed"]);
     assert!(!bad.status.success());
@@ -123,7 +115,7 @@ fn skip_passes_over_the_programs_own_wrapper() {
 fn churn_is_charged_to_churn_cpp() {
     let dir = WorkDir::new("attr-churn");
     let (_exe, trace) = traced_churn(&dir, &["1", "20000"]);
-    let v = report_args(&dir, &trace, &[]);
+    let v = report_with(&dir, &trace, &[]);
     let top = &arr(&v, "direct/rows")[0];
     assert_eq!(top["module"], "churn", "the top row is a function of churn.cpp: {top}");
     assert!(u(top, "bytes") * 10 >= u(&v, "direct/total/bytes") * 9, "{top}");
@@ -137,7 +129,7 @@ fn runtime_buffers_are_not_leaks() {
     // stdout is a pipe here: stdio allocates its buffer, never freed by design.
     let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("runtime_buffers under heaplens");
     let t = truth(&out.stdout, "runtime_buffers");
-    let v = report_args(&dir, &trace, &[]);
+    let v = report_with(&dir, &trace, &[]);
     assert_consistent(&v);
     let leaked = (u(&v, "summary/leaked_objects"), u(&v, "summary/leaked_bytes"));
     assert_eq!(leaked, (num(&t, "leaked_objects"), num(&t, "leaked_bytes")), "{:#}", at(&v, "summary"));
@@ -151,7 +143,7 @@ fn runtime_buffers_are_not_leaks() {
     // A suppressions file moves the program's leak out too, and says what matched.
     let file = dir.join("lsan.supp");
     std::fs::write(&file, "# known\nleak:^make_leak$\n").unwrap();
-    let s = report_args(&dir, &trace, &["--suppressions", file.to_str().unwrap()]);
+    let s = report_with(&dir, &trace, &["--suppressions", file.to_str().unwrap()]);
     assert_consistent(&s);
     assert_eq!((u(&s, "summary/leaked_objects"), u(&s, "summary/leaked_bytes")), (0, 0));
     let user = arr(&s, "suppressions").iter().find(|r| r["origin"] == "user").expect("the user's suppression");

@@ -94,8 +94,7 @@ fn check_all(dir: &WorkDir, program: &Path, trace: &Path) {
     ];
     // The exports keep whole stacks, as do the other tools reading them: their top function is
     // the report's by innermost frame.
-    let args = ["report", trace.to_str().unwrap(), "--raw-frames", "--format", "json", "--top", "0"];
-    let raw: Value = serde_json::from_str(&heaplens(dir, &args).ok("report --raw-frames").stdout).unwrap();
+    let raw = report_with(dir, trace, &["--raw-frames"]);
     let top = top_direct(&raw);
     for (metric, total) in want {
         let out = export(dir, trace, "collapsed", Some(metric), &format!("{metric}.folded"));

@@ -51,8 +51,7 @@ fn symbolized_in<'a>(v: &'a Value, module: &str) -> Vec<&'a str> {
 /// default they are passed over for the program's functions that called them).
 fn assert_libc_symbolized(dir: &WorkDir, trace: &str) {
     let trace = dir.join(trace);
-    let args = ["report", trace.to_str().unwrap(), "--raw-frames", "--format", "json", "--top", "0"];
-    let v: Value = serde_json::from_str(&heaplens(dir, &args).ok("report --raw-frames").stdout).unwrap();
+    let v = report_with(dir, &trace, &["--raw-frames"]);
     let v = &v;
     let libc = symbolized_in(v, "libc.so");
     assert!(

@@ -42,8 +42,7 @@ fn a_tracked_global_allocator_and_an_arena_report_exact_blocks() {
     // Boxes leaked by call site, by innermost frame (by default the report passes over
     // Box::new for the program's frame): the pool innermost, Box::new above it (the wrapper's
     // and the compiler's allocator frames between them cut), then the function.
-    let args = ["report", trace.to_str().unwrap(), "--raw-frames", "--format", "json", "--top", "0"];
-    let raw: serde_json::Value = serde_json::from_str(&heaplens(&dir, &args).ok("report --raw-frames").stdout).unwrap();
+    let raw = report_with(&dir, &trace, &["--raw-frames"]);
     let site = |f: &str| -> (u64, u64) {
         arr(&raw, "leaks")
             .iter()

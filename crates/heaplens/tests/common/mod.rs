@@ -260,17 +260,14 @@ pub fn assert_one_line_error(out: &Out, what: &str) {
 
 /// `heaplens report TRACE --format json --top 0`, parsed.
 pub fn report(dir: &WorkDir, trace: &Path) -> Value {
-    let out = heaplens(
-        dir,
-        &[
-            OsStr::new("report"),
-            trace.as_os_str(),
-            "--format".as_ref(),
-            "json".as_ref(),
-            "--top".as_ref(),
-            "0".as_ref(),
-        ],
-    );
+    report_with(dir, trace, &[])
+}
+
+/// `heaplens report TRACE --format json --top 0` with `extra` options (`--raw-frames`).
+pub fn report_with(dir: &WorkDir, trace: &Path, extra: &[&str]) -> Value {
+    let mut args: Vec<&OsStr> = vec![OsStr::new("report"), trace.as_os_str()];
+    args.extend(["--format", "json", "--top", "0"].iter().chain(extra).map(OsStr::new));
+    let out = heaplens(dir, &args);
     assert_no_panic(&out, "heaplens report");
     let out = out.ok("heaplens report --format json");
     serde_json::from_str(&out.stdout)
