@@ -313,7 +313,9 @@ pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, Map
     }
     let t0 = first_ts + o.window.from_ns.unwrap_or(0);
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
-    let s = sites::sites(path, &trace, &layout.byte_ns_by_stack, o.depth, o.top.min(PALETTE.len()));
+    // Ranked by bytes allocated, as `heaplens map` and the page rank them (the map's cheaper
+    // first pass has no lifetimes), so that a call site has one colour in every picture.
+    let s = sites::sites(path, &trace, &layout.bytes_by_stack, o.depth, o.top.min(PALETTE.len()));
     let make = |half| timeline::Timeline::new(&s.of_stack, s.top.len(), o.width, (t0, t1), half);
     let (trace, tl, _) = replay_split(path, trace, &index, make, o.progress, o.split_min_bytes)?;
     let tl = tl.finish();

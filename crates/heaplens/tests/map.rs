@@ -335,3 +335,32 @@ fn timeline_peak_and_its_holders_match_the_program() {
     assert!(filled(x) < h / 20, "nothing is in use at the start");
     assert!((x..x + w).any(|c| filled(c) >= h - 2), "the peak reaches the top");
 }
+
+/// A call site has one colour in every picture: the map's legend (on stderr) and the
+/// timeline's (in its SVG) give make_red_widget and make_blue_widget the same colours, though
+/// the red widgets, never freed, hold more bytes over time and the blue ones allocate more.
+#[test]
+fn map_and_timeline_give_a_call_site_one_colour() {
+    let dir = WorkDir::new("colours");
+    let (_exe, trace) = traced_widgets(&dir, &[]);
+    let map = heaplens(&dir, &["map", trace.to_str().unwrap(), "-o", dir.join("m.png").to_str().unwrap()]).ok("map");
+    let colour_in_map = |site: &str| -> String {
+        let line =
+            map.stderr.lines().find(|l| l.trim_end().ends_with(site)).unwrap_or_else(|| panic!("{}", map.stderr));
+        line.split_whitespace().nth(1).unwrap().to_string()
+    };
+    let svg = dir.join("t.svg");
+    heaplens(&dir, &["timeline", trace.to_str().unwrap(), "-o", svg.to_str().unwrap()]).ok("timeline");
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    let colour_in_timeline = |site: &str| -> String {
+        let at = svg.find(&format!(">{}<", site.replace('>', "&gt;"))).unwrap_or_else(|| panic!("{site} in {svg}"));
+        // The swatch: the last rectangle before the label.
+        let rect = &svg[svg[..at].rfind("<rect").unwrap()..at];
+        let fill = rect.find("fill=\"").unwrap() + 6;
+        rect[fill..fill + 7].to_string()
+    };
+    for site in ["make_red_widget > make_widget", "make_blue_widget > make_widget"] {
+        assert_eq!(colour_in_map(site), colour_in_timeline(site), "{site}");
+    }
+    assert_ne!(colour_in_map("make_red_widget > make_widget"), colour_in_map("make_blue_widget > make_widget"));
+}
