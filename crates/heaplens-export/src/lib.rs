@@ -8,7 +8,7 @@
 //! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) | with [`Metric::CpuSamples`] |
 //! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text | no |
 //! | [`Format::Pprof`] | `go tool pprof OUT`, pprof.me, Grafana Pyroscope: gzipped profile.proto | with [`Metric::CpuSamples`]: a CPU profile (`samples`/count, `cpu`/nanoseconds) |
-//! | [`Format::Parquet`] | DuckDB, Spark, DataFusion: events, stacks and frames as Parquet tables | no |
+//! | [`Format::Parquet`] | DuckDB, Spark, DataFusion: events, stacks and frames as Parquet tables; with [`export_dataset`], one partition of a data set of many traces | no |
 //! | [`Format::Heaptrack`] | `heaptrack_print OUT`, `heaptrack_gui OUT` | no |
 //! | [`Format::Firefox`] | profiler.firefox.com (Load a profile from file): allocation samples, memory track | always: each thread's samples on its track |
 //!

@@ -13,6 +13,9 @@
 //!
 //! Events are written in row groups as the replay goes, so the export holds one batch of rows,
 //! not the trace.
+//!
+//! The same tables go into a data set of many traces as one Hive partition each (see
+//! [`dataset`]); a table's ids (`stack_id`, `frame_index`) are then unique within a partition.
 
 mod dataset;
 mod events;
