@@ -40,6 +40,7 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
             let (done, part) = export_dataset(&a.trace, dir, a.host.as_deref(), &opts)?;
             (done, format!("{} (partition {})", dir.display(), part.display()))
         }
+        (None, _) if a.host.is_some() => anyhow::bail!("--host is for --dataset"),
         (None, Some(out)) => (export(&a.trace, out, &opts)?, out.display().to_string()),
         (None, None) => unreachable!("clap requires -o or --dataset"),
     };

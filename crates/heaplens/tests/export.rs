@@ -422,6 +422,18 @@ fn a_fleet_of_traces_is_one_parquet_data_set() {
             *want.1.entry(at(row, "function").as_str().unwrap().to_string()).or_default() += u(row, "bytes");
         }
     }
+    // --dataset is Parquet's, and --host is --dataset's: one line each, nothing written.
+    let (t0, other) = (dir.join("t0.hltrace"), dir.join("other"));
+    let (t0, other, ds_s) = (t0.to_str().unwrap(), other.to_str().unwrap(), ds.to_str().unwrap());
+    for bad in [["--format", "collapsed", "--dataset", ds_s], ["--format", "parquet", "-o", other]] {
+        let mut args = vec!["export", t0];
+        args.extend(bad);
+        args.extend(["--host", "h"]);
+        let o = heaplens(&dir, &args);
+        assert_eq!(o.status.code(), Some(2), "{}", o.show());
+        assert_one_line_error(&o, "a misplaced --dataset or --host");
+    }
+    assert!(!dir.join("other").exists());
     // The partitions were written beside the tables and nothing else is left there.
     let names: BTreeSet<String> =
         std::fs::read_dir(&ds).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();

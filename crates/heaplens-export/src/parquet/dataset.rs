@@ -103,7 +103,11 @@ pub fn replace(new: &Path, target: &Path) -> io::Result<()> {
     let mut aside = OsString::from(new.as_os_str());
     aside.push(".old");
     std::fs::rename(target, &aside)?;
-    std::fs::rename(new, target)?;
+    if let Err(e) = std::fs::rename(new, target) {
+        // The old partition stays in the data set rather than go with the caller's temporary.
+        let _ = std::fs::rename(&aside, target);
+        return Err(e);
+    }
     std::fs::rename(&aside, new)
 }
 
