@@ -8,7 +8,7 @@
 //! | [`Format::Flamegraph`] | a browser: an interactive SVG flame graph (inferno) | with [`Metric::CpuSamples`] |
 //! | [`Format::PprofText`] | `google-pprof --text PROGRAM OUT`: the legacy heap profile text | no |
 //! | [`Format::Pprof`] | `go tool pprof OUT`, pprof.me, Grafana Pyroscope: gzipped profile.proto | with [`Metric::CpuSamples`]: a CPU profile (`samples`/count, `cpu`/nanoseconds) |
-//! | [`Format::Parquet`] | DuckDB, Spark, DataFusion: events, stacks and frames as Parquet tables | no |
+//! | [`Format::Parquet`] | DuckDB, Spark, DataFusion: events, stacks and frames as Parquet tables; with [`export_dataset`], one partition of a data set of many traces | no |
 //! | [`Format::Heaptrack`] | `heaptrack_print OUT`, `heaptrack_gui OUT` | no |
 //! | [`Format::Firefox`] | profiler.firefox.com (Load a profile from file): allocation samples, memory track | always: each thread's samples on its track |
 //!
@@ -220,6 +220,39 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
         .and_then(|()| output.commit())
         .map_err(write_err)?;
     Ok(done)
+}
+
+/// Exports the trace at `trace` as Parquet into the Hive-partitioned data set `dir` (created if
+/// missing), where the traces of many processes and machines are one table each:
+/// `DIR/{events,stacks,frames}/host=H/program=P/pid=N/part-0.parquet`, with the tables of
+/// [`Format::Parquet`]. `host` is the machine that recorded the trace (traces do not say; `None`
+/// is this machine's name); the program is the executable's file name. Partition values are
+/// percent-encoded as Hive does, so that any program name is one path component.
+///
+/// The partition of the same host, program and pid is replaced whole (written beside, then
+/// swapped in); the others are untouched. Returns what was written and the partition's path
+/// under each table's directory.
+///
+/// # Errors
+/// As [`export`]; [`ExportError::Write`] also when the partition to replace holds files other
+/// than Parquet (left as it was); [`ExportError::Unsupported`] in a build without the `parquet`
+/// feature, and for [`Metric::CpuSamples`].
+pub fn export_dataset(
+    trace: &Path,
+    dir: &Path,
+    host: Option<&str>,
+    opts: &Options,
+) -> Result<(Exported, PathBuf), ExportError> {
+    if opts.metric == Metric::CpuSamples {
+        return Err(ExportError::Unsupported("CPU samples as Parquet"));
+    }
+    #[cfg(feature = "parquet")]
+    return parquet::export_partition(trace, dir, host, opts);
+    #[cfg(not(feature = "parquet"))]
+    {
+        let _ = (trace, dir, host);
+        Err(ExportError::Unsupported("parquet (built without the `parquet` feature)"))
+    }
 }
 
 /// Exports the trace at `trace` into `w` rather than a file of its own (`heaplens view` puts

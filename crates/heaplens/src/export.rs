@@ -2,7 +2,7 @@
 
 use std::io::{self, IsTerminal};
 
-use heaplens_export::{default_metric, export, Format, Metric, Options};
+use heaplens_export::{default_metric, export, export_dataset, Format, Metric, Options};
 use heaplens_interpret::names::for_terminal;
 
 use crate::{ExportArgs, ExportFormat, ExportMetric};
@@ -32,10 +32,21 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
         None => Metric::AllocBytes,
     };
     let opts = Options { format, metric, progress: io::stderr().is_terminal() };
-    let done = export(&a.trace, &a.output, &opts)?;
+    let (done, wrote) = match (&a.dataset, &a.output) {
+        (Some(dir), _) => {
+            if format != Format::Parquet {
+                anyhow::bail!("--dataset is for --format parquet");
+            }
+            let (done, part) = export_dataset(&a.trace, dir, a.host.as_deref(), &opts)?;
+            (done, format!("{} (partition {})", dir.display(), part.display()))
+        }
+        (None, _) if a.host.is_some() => anyhow::bail!("--host is for --dataset"),
+        (None, Some(out)) => (export(&a.trace, out, &opts)?, out.display().to_string()),
+        (None, None) => unreachable!("clap requires -o or --dataset"),
+    };
     for w in &done.warnings {
         eprintln!("heaplens: warning: {}", for_terminal(w));
     }
-    eprintln!("heaplens: wrote {} stacks to {}", done.stacks, a.output.display());
+    eprintln!("heaplens: wrote {} stacks to {}", done.stacks, for_terminal(&wrote));
     Ok(())
 }

@@ -191,15 +191,25 @@ pub struct ReportArgs {
 
 /// Arguments of `heaplens export`.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("to").required(true).args(["output", "dataset"])))]
 pub struct ExportArgs {
     /// The trace file written by `heaplens run`.
     pub trace: PathBuf,
     /// The format to write.
     #[arg(long, value_enum)]
     pub format: ExportFormat,
-    /// The file to write.
+    /// The file to write (for `parquet`, a directory).
     #[arg(short, long, value_name = "OUT")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
+    /// With `--format parquet`: add the trace to the Hive-partitioned data set DIR, as
+    /// `DIR/{events,stacks,frames}/host=H/program=P/pid=N/part-0.parquet` (replacing the same
+    /// host, program and pid), so that many traces are queried as one table.
+    #[arg(long, value_name = "DIR")]
+    pub dataset: Option<PathBuf>,
+    /// The machine that recorded the trace, for `--dataset` [default: this machine's host name;
+    /// traces do not record it].
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
     /// The number each stack gets, for the formats that hold one (collapsed, flamegraph); `cpu`
     /// also makes `pprof` a CPU profile [default: alloc-bytes, or cpu for a trace recorded with
     /// `heaplens run --cpu-only`].

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
@@ -323,4 +324,137 @@ print(*rows)";
         vec![100, 100_000, 100_000 + 4950, 100],
         "one row per realloc, sizes 100000 + j, each with its old address"
     );
+}
+
+/// The fleet query over a data set at `ds`, by DuckDB (`python3 -c`) or pyspark: one line
+/// `host<TAB>program<TAB>pid<TAB>allocations<TAB>bytes` per partition, then
+/// `function<TAB>bytes` per innermost frame over every trace (the README's query).
+const FLEET_DUCKDB: &str = "import duckdb, sys\n\
+d = sys.argv[1]\n\
+c = duckdb.connect()\n\
+t = lambda n: f\"read_parquet('{d}/{n}/**/*.parquet', hive_partitioning = true)\"\n\
+ok = \"e.kind <> 'deallocation' and e.address <> 0\"\n\
+for r in c.execute(f\"select host, program, pid, count(*), sum(size) from {t('events')} e where {ok} group by all\").fetchall(): print('P', *r, sep='\\t')\n\
+for r in c.execute(f\"select f.function, sum(e.size) from {t('events')} e join {t('stacks')} s using (host, program, pid, stack_id) join {t('frames')} f using (host, program, pid, frame_index) where s.depth = 0 and {ok} group by 1\").fetchall(): print('F', *r, sep='\\t')";
+
+const FLEET_SPARK: &str = "import sys\n\
+from pyspark.sql import SparkSession\n\
+d = sys.argv[1]\n\
+s = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').config('spark.driver.host', '127.0.0.1').config('spark.driver.bindAddress', '127.0.0.1').getOrCreate()\n\
+s.sparkContext.setLogLevel('ERROR')\n\
+for n in ('events', 'stacks', 'frames'): s.read.parquet(f'{d}/{n}').createOrReplaceTempView(n)\n\
+ok = \"e.kind <> 'deallocation' and e.address <> 0\"\n\
+on = lambda a, b: f'{a}.host = {b}.host and {a}.program = {b}.program and {a}.pid = {b}.pid'\n\
+for r in s.sql(f'select host, program, pid, count(*), cast(sum(size) as bigint) from events e where {ok} group by 1, 2, 3').collect(): print('P', *r, sep='\\t')\n\
+for r in s.sql(f\"select f.function, cast(sum(e.size) as bigint) from events e join stacks s on {on('e', 's')} and e.stack_id = s.stack_id join frames f on {on('s', 'f')} and s.frame_index = f.frame_index where s.depth = 0 and {ok} group by 1\").collect(): print('F', *r, sep='\\t')\n\
+s.stop()";
+
+/// Partitions (host, program, pid, allocations, bytes) and bytes by function (names elided as
+/// the report elides them) from a fleet query's output.
+type Fleet = (BTreeSet<(String, String, u64, u64, u64)>, BTreeMap<String, u64>);
+
+fn fleet(out: &str) -> Fleet {
+    let (mut parts, mut functions) = (BTreeSet::new(), BTreeMap::new());
+    for line in out.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        match f[0] {
+            "P" => {
+                parts.insert((f[1].into(), f[2].into(), n(3), n(4), n(5)));
+            }
+            "F" => {
+                let name = heaplens_interpret::elide::elide_generics(f[1]).into_owned();
+                *functions.entry(name).or_default() += n(2);
+            }
+            _ => {}
+        }
+    }
+    (parts, functions)
+}
+
+/// Traces of several processes, as if from several machines, exported into one data set: DuckDB
+/// (and Spark) query it as one table whose partitions are each trace's report, and whose top
+/// allocating functions over the fleet are the sums of each report's (by innermost frame).
+#[test]
+fn a_fleet_of_traces_is_one_parquet_data_set() {
+    let dir = WorkDir::new("export-fleet");
+    let widgets = compile_c(&dir, "widgets.c", &[]);
+    // A program named by a stranger: a path, `..`, Hive's `=` and `%`, a control character.
+    let hostile = dir.join("w=..%2F:\u{1}x");
+    std::fs::copy(&widgets, &hostile).unwrap();
+    let churn = compile(&dir, "g++", "../bench/workloads/churn.cpp", "churn", &["-O2", "-g", "-pthread"]);
+    let runs: [(&Path, &[&str], Option<&str>); 4] = [
+        (&widgets, &["200"], Some("alpha")),
+        (&widgets, &["500"], Some("beta")),
+        // No --host: the machine that exports.
+        (&churn, &["2", "3000"], None),
+        (&hostile, &["300"], Some("beta/../gamma")),
+    ];
+    let ds = dir.join("fleet");
+    let mut want: Fleet = Default::default();
+    for (i, (exe, args, host)) in runs.iter().enumerate() {
+        let trace = dir.join(format!("t{i}.hltrace"));
+        run_traced(&dir, &trace, exe, args).ok("a traced program");
+        let mut cmd = vec!["export", trace.to_str().unwrap(), "--format", "parquet", "--dataset", ds.to_str().unwrap()];
+        if let Some(h) = host {
+            cmd.extend(["--host", h]);
+        }
+        heaplens(&dir, &cmd).ok("heaplens export --dataset");
+        let r = report(&dir, &trace);
+        let program = exe.file_name().unwrap().to_str().unwrap().to_string();
+        if i == 0 {
+            // Exported again, the trace replaces its partition whole: a second file there (as
+            // if from an older export) goes with it, and no row is counted twice.
+            let part = ds.join(format!("events/host=alpha/program=widgets/pid={}", u(&r, "process/pid")));
+            std::fs::copy(part.join("part-0.parquet"), part.join("part-1.parquet")).unwrap();
+            heaplens(&dir, &cmd).ok("heaplens export --dataset, again");
+            assert!(!part.join("part-1.parquet").exists(), "the old partition is replaced whole");
+        }
+        let this_machine = || std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+        want.0.insert((
+            host.map_or_else(this_machine, str::to_string),
+            program,
+            u(&r, "process/pid"),
+            u(&r, "summary/allocations"),
+            u(&r, "summary/bytes_allocated"),
+        ));
+        for row in arr(&report_with(&dir, &trace, &["--raw-frames"]), "direct/rows") {
+            *want.1.entry(at(row, "function").as_str().unwrap().to_string()).or_default() += u(row, "bytes");
+        }
+    }
+    // --dataset is Parquet's, and --host is --dataset's: one line each, nothing written.
+    let (t0, other) = (dir.join("t0.hltrace"), dir.join("other"));
+    let (t0, other, ds_s) = (t0.to_str().unwrap(), other.to_str().unwrap(), ds.to_str().unwrap());
+    for bad in [["--format", "collapsed", "--dataset", ds_s], ["--format", "parquet", "-o", other]] {
+        let mut args = vec!["export", t0];
+        args.extend(bad);
+        args.extend(["--host", "h"]);
+        let o = heaplens(&dir, &args);
+        assert_eq!(o.status.code(), Some(2), "{}", o.show());
+        assert_one_line_error(&o, "a misplaced --dataset or --host");
+    }
+    assert!(!dir.join("other").exists());
+    // The partitions were written beside the tables and nothing else is left there.
+    let names: BTreeSet<String> =
+        std::fs::read_dir(&ds).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, ["events", "frames", "stacks"].map(String::from).into(), "the data set's top level");
+
+    let mut py = Command::new("python3");
+    py.args(["-c", FLEET_DUCKDB]).arg(&ds);
+    let duck = fleet(&run_cmd(py, &dir.path).ok("DuckDB over the data set (pip install duckdb)").stdout);
+    assert_eq!(duck.0, want.0, "DuckDB's partitions (host, program, pid) and their totals are the reports'");
+    // The report's raw frames pass over an allocator entry point that the tables keep (the
+    // loader's `calloc` of a thread's DTV, under 1% here): the top functions are compared.
+    let total: u64 = want.0.iter().map(|p| p.4).sum();
+    assert_eq!(duck.1.values().sum::<u64>(), total, "DuckDB's bytes over the fleet are the reports' sum");
+    let top = |m: &BTreeMap<String, u64>| -> BTreeMap<String, u64> {
+        m.iter().filter(|(_, &b)| b * 100 >= total).map(|(f, &b)| (f.clone(), b)).collect()
+    };
+    assert!(top(&want.1).len() >= 4 && top(&want.1).contains_key("make_widget"), "{:?}", want.1);
+    assert_eq!(top(&duck.1), top(&want.1), "DuckDB's top functions over the fleet are the reports' sums");
+
+    let mut py = Command::new("python3");
+    py.args(["-c", FLEET_SPARK]).arg(&ds).env("SPARK_LOCAL_IP", "127.0.0.1");
+    let spark = fleet(&run_cmd(py, &dir.path).ok("Spark over the data set (pip install pyspark; Java 17)").stdout);
+    assert_eq!(spark, duck, "Spark reads the data set as DuckDB does");
 }

@@ -13,12 +13,16 @@
 //!
 //! Events are written in row groups as the replay goes, so the export holds one batch of rows,
 //! not the trace.
+//!
+//! The same tables go into a data set of many traces as one Hive partition each (see
+//! [`dataset`]); a table's ids (`stack_id`, `frame_index`) are then unique within a partition.
 
+mod dataset;
 mod events;
 mod stacks;
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -58,16 +62,73 @@ impl Table {
 /// Exports the trace at `trace` into directory `dir` (created if missing).
 pub(crate) fn export(trace: &Path, dir: &Path, opts: &Options) -> Result<Exported, ExportError> {
     let write_err = |reason: std::io::Error| ExportError::Write { path: dir.into(), reason };
-    let pq_err = |e: parquet::errors::ParquetError| write_err(std::io::Error::other(e));
     heaplens_output::create_dir(dir, &[trace]).map_err(write_err)?;
     let t = Trace::load_into(trace, None, &mut NoEvents)?;
-    let table = Table::create(&dir.join("events.parquet"), events::schema()).map_err(pq_err)?;
+    write_tables(trace, &t, &|name| dir.join(format!("{name}.parquet")), dir, opts)
+}
+
+/// Exports the trace at `trace` as its partition of the data set `dir` (see [`dataset`]),
+/// replacing the partition of the same host, program and pid; `host` is the machine the
+/// trace was recorded on, this one when `None` (traces do not record it).
+pub(crate) fn export_partition(
+    trace: &Path,
+    dir: &Path,
+    host: Option<&str>,
+    opts: &Options,
+) -> Result<(Exported, PathBuf), ExportError> {
+    let write_err = |reason: std::io::Error| ExportError::Write { path: dir.into(), reason };
+    heaplens_output::create_dir(dir, &[trace]).map_err(write_err)?;
+    let t = Trace::load_into(trace, None, &mut NoEvents)?;
+    let part = partition_of(&t, host);
+    // Beside the tables, not under them: a reader's `DIR/events/**` never sees a partition
+    // being written, nor one left by a killed export (a `.heaplens-*` directory).
+    let tmp = tempfile::Builder::new().prefix(".heaplens-").tempdir_in(dir).map_err(write_err)?;
+    for name in TABLES {
+        std::fs::create_dir(tmp.path().join(name)).map_err(write_err)?;
+    }
+    let done = write_tables(trace, &t, &|name| tmp.path().join(name).join("part-0.parquet"), dir, opts)?;
+    for name in TABLES {
+        let target = dir.join(name).join(part.path());
+        dataset::replace(&tmp.path().join(name), &target)
+            .map_err(|reason| ExportError::Write { path: target.clone(), reason })?;
+    }
+    Ok((done, part.path()))
+}
+
+/// The tables of an export, each written by name.
+const TABLES: [&str; 3] = ["events", "stacks", "frames"];
+
+/// The partition of trace `t`: its process's pid and executable's name (argv[0]'s when the
+/// trace has no executable path).
+fn partition_of(t: &Trace, host: Option<&str>) -> dataset::Partition {
+    let (pid, exe) = t.process.as_ref().map(|p| (p.pid, p.exe.as_str())).unwrap_or((0, ""));
+    let exe = match exe {
+        "" => t.process.as_ref().and_then(|p| p.argv.first()).map(String::as_str).unwrap_or(""),
+        e => e,
+    };
+    let program = exe.rsplit('/').next().unwrap_or("").to_string();
+    let host = host.map_or_else(dataset::local_host, str::to_string);
+    dataset::Partition { host, program, pid }
+}
+
+/// Writes the three tables of trace `t` (its records loaded), each at `path_of` its name;
+/// write errors name `out`.
+fn write_tables(
+    trace: &Path,
+    t: &Trace,
+    path_of: &dyn Fn(&str) -> PathBuf,
+    out: &Path,
+    opts: &Options,
+) -> Result<Exported, ExportError> {
+    let pq_err =
+        |e: parquet::errors::ParquetError| ExportError::Write { path: out.into(), reason: std::io::Error::other(e) };
+    let table = Table::create(&path_of("events"), events::schema()).map_err(pq_err)?;
     let mut rows = events::EventRows::new(table);
     let replayed = replay_with_progress(trace, &mut rows, opts.progress)?;
     let (stack_ids, written) = rows.finish().map_err(pq_err)?;
-    let (sym, _damaged) = heaplens_interpret::symbolize::for_trace(trace, &t);
+    let (sym, _damaged) = heaplens_interpret::symbolize::for_trace(trace, t);
     let mut done = Exported { warnings: damage(&replayed), stacks: stack_ids.len(), total: written };
-    let warnings = stacks::write(dir, &t, &stack_ids, sym).map_err(pq_err)?;
+    let warnings = stacks::write(path_of, t, &stack_ids, sym).map_err(pq_err)?;
     done.warnings.extend(warnings);
     Ok(done)
 }

@@ -1,7 +1,7 @@
 //! `stacks.parquet` and `frames.parquet`: the frames of every stack the events name.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, StringBuilder, UInt32Builder};
@@ -13,10 +13,10 @@ use parquet::errors::ParquetError;
 
 use super::Table;
 
-/// Writes the two tables for stacks `ids` of trace `t`, symbolizing with `sym`; returns the
-/// symbolizer's warnings.
+/// Writes the two tables for stacks `ids` of trace `t` (each at `path_of` its name), symbolizing
+/// with `sym`; returns the symbolizer's warnings.
 pub fn write(
-    dir: &Path,
+    path_of: &dyn Fn(&str) -> PathBuf,
     t: &Trace,
     ids: &BTreeSet<u32>,
     mut sym: Box<dyn Symbolizer>,
@@ -56,7 +56,7 @@ pub fn write(
     ]);
     let arrays: Vec<ArrayRef> =
         vec![Arc::new(stack_id.finish()), Arc::new(depth.finish()), Arc::new(frame_index.finish())];
-    let mut table = Table::create(&dir.join("stacks.parquet"), schema.clone())?;
+    let mut table = Table::create(&path_of("stacks"), schema.clone())?;
     table.write(&RecordBatch::try_new(schema, arrays)?)?;
     table.close()?;
 
@@ -90,7 +90,7 @@ pub fn write(
         Arc::new(module.finish()),
         Arc::new(inlined.finish()),
     ];
-    let mut table = Table::create(&dir.join("frames.parquet"), schema.clone())?;
+    let mut table = Table::create(&path_of("frames"), schema.clone())?;
     table.write(&RecordBatch::try_new(schema, arrays)?)?;
     table.close()?;
     Ok(sym.warnings())
