@@ -113,6 +113,9 @@ pub struct TraceInfo {
 pub struct ProcessInfo {
     /// Process id (`null` when the Process block was lost).
     pub pid: Option<u32>,
+    /// The parent's process id, which links a child's trace to its parent's in a process tree
+    /// (`null` when the Process block was lost).
+    pub ppid: Option<u32>,
     /// Executable path.
     pub exe: String,
     /// Command line.

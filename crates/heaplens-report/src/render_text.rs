@@ -253,6 +253,9 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
     let ended = match (p.exit_code, p.exit_signal) {
         (_, Some(sig)) => format!("killed by signal {sig}"),
         (Some(code), None) => format!("exited with status {code}"),
+        // `heaplens run` appends the Exit record for its own child only; a child of that
+        // process that shut down cleanly still left the monitor's End record.
+        (None, None) if t.complete => "exited (status not recorded: not heaplens run's own child)".into(),
         (None, None) => "unknown (no exit record)".into(),
     };
     let _ = writeln!(out, "  ended                {ended}");

@@ -35,6 +35,32 @@ pub fn with_suffix(path: &Path, suffix: impl std::fmt::Display) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The traces written beside `trace` by the processes a run forked or exec'd under
+/// `--follow-children`: `TRACE.PID` (and `TRACE.PID.N` when a pid wrote more than one, as a
+/// forked child that then execs does), sorted by name. Only the names are checked: whether such
+/// a file belongs to `trace`'s process tree is for its Process record to say.
+pub fn child_traces(trace: &Path) -> Vec<PathBuf> {
+    let Some(name) = trace.file_name() else { return Vec::new() };
+    let dir = trace.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut prefix = name.as_bytes().to_vec();
+    prefix.push(b'.');
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let n = e.file_name();
+                    n.as_bytes().strip_prefix(prefix.as_slice()).is_some_and(|rest| {
+                        rest.split(|&b| b == b'.').all(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
+                    })
+                })
+                .map(|e| dir.join(e.file_name()))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

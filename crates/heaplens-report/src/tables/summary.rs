@@ -31,6 +31,7 @@ pub fn process_info(t: &Trace) -> ProcessInfo {
     let p = t.process.clone().unwrap_or_default();
     ProcessInfo {
         pid: t.process.as_ref().map(|p| p.pid),
+        ppid: t.process.as_ref().map(|p| p.ppid),
         exe: p.exe,
         argv: p.argv,
         exit_code: t.exit.and_then(|e| e.code),
