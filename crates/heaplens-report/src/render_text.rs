@@ -169,9 +169,15 @@ fn labelled(counts: &std::collections::BTreeMap<String, u64>) -> String {
 }
 
 fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
-    let s = &r.summary;
     let _ = writeln!(out, "heaplens report: {}", for_terminal(&r.trace.path));
     process_lines(&r.trace, &r.process, out);
+    totals(r, out);
+}
+
+/// The sampling note, symbol warnings and the SUMMARY block: what a process tree's report
+/// shows for its summed totals, under its own title.
+pub fn totals(r: &Report, out: &mut String) {
+    let s = &r.summary;
     if r.trace.sample_rate > 0 {
         let _ = writeln!(
             out,

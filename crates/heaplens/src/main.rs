@@ -106,8 +106,14 @@ pub struct RunArgs {
 /// Which tables `heaplens report` prints.
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// The trace written by `heaplens run`.
-    pub trace: PathBuf,
+    /// The trace written by `heaplens run`. The first trace of a `--follow-children` run
+    /// reports its process tree (the `TRACE.PID` traces beside it); several traces report them
+    /// as one tree.
+    #[arg(required = true, value_name = "TRACE")]
+    pub traces: Vec<PathBuf>,
+    /// Of a process tree, report only the process with this pid, as its own trace would.
+    #[arg(long, value_name = "PID")]
+    pub process: Option<u32>,
     /// Only the memory leak table.
     #[arg(long)]
     pub leaks: bool,
