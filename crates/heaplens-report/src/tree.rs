@@ -199,9 +199,13 @@ fn sum_summaries(reports: &[Report], peak: &Report) -> Summary {
 fn sum_leaks<'a>(tables: impl Iterator<Item = &'a Vec<LeakRow>>, total: u64) -> Vec<LeakRow> {
     let mut by_path: HashMap<Vec<String>, LeakRow> = HashMap::new();
     for row in tables.flatten() {
-        let e = by_path
-            .entry(row.path.clone())
-            .or_insert_with(|| LeakRow { path: row.path.clone(), cut: false, allocs: 0, bytes: 0, percent: 0.0 });
+        let e = by_path.entry(row.path.clone()).or_insert_with(|| LeakRow {
+            path: row.path.clone(),
+            cut: false,
+            allocs: 0,
+            bytes: 0,
+            percent: 0.0,
+        });
         e.cut |= row.cut;
         e.allocs += row.allocs;
         e.bytes += row.bytes;

@@ -41,7 +41,8 @@ pub fn with_suffix(path: &Path, suffix: impl std::fmt::Display) -> PathBuf {
 /// a file belongs to `trace`'s process tree is for its Process record to say.
 pub fn child_traces(trace: &Path) -> Vec<PathBuf> {
     let Some(name) = trace.file_name() else { return Vec::new() };
-    let dir = trace.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let given = trace.parent().unwrap_or(Path::new(""));
+    let dir = if given.as_os_str().is_empty() { Path::new(".") } else { given };
     let mut prefix = name.as_bytes().to_vec();
     prefix.push(b'.');
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -53,7 +54,7 @@ pub fn child_traces(trace: &Path) -> Vec<PathBuf> {
                         rest.split(|&b| b == b'.').all(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit))
                     })
                 })
-                .map(|e| dir.join(e.file_name()))
+                .map(|e| given.join(e.file_name()))
                 .collect()
         })
         .unwrap_or_default();
