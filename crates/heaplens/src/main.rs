@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod export;
 mod map;
+mod one_process;
 mod picture;
 mod report;
 mod run;
@@ -492,10 +493,22 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::execute(&a),
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::Map(a) => map::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::View(a) => view::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Export(a) => {
+            one_process::note_children(&a.trace, "export");
+            export::execute(&a).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Map(a) => {
+            one_process::note_children(&a.trace, "map");
+            map::execute(&a).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Timeline(a) => {
+            one_process::note_children(&a.trace, "timeline");
+            timeline::execute(&a).map(|()| ExitCode::SUCCESS)
+        }
+        Command::View(a) => {
+            one_process::note_children(&a.trace, "view");
+            view::execute(&a).map(|()| ExitCode::SUCCESS)
+        }
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -100,6 +100,25 @@ fn the_first_trace_reports_the_tree() {
     }
 }
 
+#[test]
+fn export_takes_the_first_process_and_says_so() {
+    let dir = WorkDir::new("tree-export");
+    let (trace, _, truths) = traced_tree(&dir);
+    let parent = truths.values().find(|t| t["role"] == "parent").expect("parent truth");
+    let folded = dir.join("tree.folded");
+    let out = heaplens(
+        &dir,
+        &[OsStr("export"), trace.as_os_str(), OsStr("--format"), OsStr("collapsed"), OsStr("-o"), folded.as_os_str()],
+    )
+    .ok("heaplens export");
+    assert!(out.stderr.contains("has 2 child trace(s)"), "{}", out.show());
+    assert!(out.stderr.contains(&format!("heaplens export {}.", trace.display())), "{}", out.show());
+    // The root's bytes alone.
+    let text = std::fs::read_to_string(&folded).expect("folded stacks");
+    let bytes: u64 = text.lines().filter_map(|l| l.rsplit_once(' ')).map(|(_, n)| n.parse::<u64>().unwrap()).sum();
+    assert_eq!(bytes, num(parent, "bytes"), "{text}");
+}
+
 #[allow(non_snake_case)]
 fn OsStr(s: &str) -> &std::ffi::OsStr {
     std::ffi::OsStr::new(s)
