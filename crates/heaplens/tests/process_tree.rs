@@ -154,3 +154,34 @@ fn explicit_traces_and_one_process() {
     let text = heaplens(&dir, &[OsStr("report"), child.as_os_str()]).ok("report child").stdout;
     assert!(text.contains("exited (status not recorded"), "{text}");
 }
+
+/// A compiler driver: `g++ -c` runs cc1plus and as, and the tree holds each with the numbers of
+/// its own trace.
+#[test]
+fn gxx_compile_is_one_tree() {
+    let dir = WorkDir::new("tree-gxx");
+    std::fs::write(
+        dir.join("small.cpp"),
+        "#include <vector>\nint f(int n) { std::vector<int> v(n); return v.size(); }\n",
+    )
+    .expect("write small.cpp");
+    let trace = dir.join("gxx.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.args(["run", "--follow-children", "-o"]).arg(&trace).args(["--", "g++", "-c", "small.cpp", "-o", "small.o"]);
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --follow-children g++ -c");
+    assert!(out.stderr.contains("trace of cc1plus (pid "), "{}", out.show());
+    let v = json(&dir, &[trace.as_os_str()]);
+    let procs = arr(&v, "processes");
+    let cc1plus = procs
+        .iter()
+        .find(|p| at(p, "program").as_str().unwrap_or("").starts_with("cc1plus "))
+        .unwrap_or_else(|| panic!("no cc1plus in {procs:?}"));
+    assert_eq!(u(cc1plus, "ppid"), u(&procs[0], "pid"), "cc1plus is the driver's child");
+    let own = report(&dir, std::path::Path::new(at(cc1plus, "trace").as_str().unwrap()));
+    assert!(u(&own, "summary/allocations") > 1000, "cc1plus allocates");
+    for key in ["allocations", "bytes_allocated", "peak_bytes", "leaked_bytes"] {
+        assert_eq!(u(cc1plus, key), u(&own, &format!("summary/{key}")), "{key} of cc1plus");
+    }
+    let sum: u64 = procs.iter().map(|p| u(p, "allocations")).sum();
+    assert_eq!(u(&v, "summary/allocations"), sum);
+}
