@@ -22,15 +22,20 @@ use crate::render_text::{self, human_bytes, human_ns, TextOptions};
 /// earlier run has another parent and stays out).
 pub fn family(first: &Path) -> Vec<PathBuf> {
     let mut out = vec![first.to_path_buf()];
-    let Some(root) = heaplens_trace::process_of(first) else { return out };
-    let kids: Vec<(PathBuf, heaplens_trace::ProcessRecord)> = heaplens_trace::naming::child_traces(first)
-        .into_iter()
-        .filter_map(|p| heaplens_trace::process_of(&p).map(|r| (p, r)))
-        .collect();
-    let mut members: HashSet<u32> = HashSet::from([root.pid]);
+    if let Some(root) = heaplens_trace::process_of(first) {
+        out.extend(descendants(root.pid, heaplens_trace::naming::child_traces(first)));
+    }
+    out
+}
+
+/// Those of `candidates` whose Process record's chain of parents leads to process `root`, in
+/// their order (a trace of `root`'s own pid counts: that process after an exec).
+pub fn descendants(root: u32, candidates: Vec<PathBuf>) -> Vec<PathBuf> {
+    let kids: Vec<(PathBuf, heaplens_trace::ProcessRecord)> =
+        candidates.into_iter().filter_map(|p| heaplens_trace::process_of(&p).map(|r| (p, r))).collect();
+    let mut members: HashSet<u32> = HashSet::from([root]);
     let mut joined = vec![false; kids.len()];
-    // Names sort grandchildren anywhere among children: join until nothing more joins. A
-    // trace of a member's own pid is that process after an exec.
+    // Names sort grandchildren anywhere among children: join until nothing more joins.
     loop {
         let mut more = false;
         for (i, (_, r)) in kids.iter().enumerate() {
@@ -44,8 +49,7 @@ pub fn family(first: &Path) -> Vec<PathBuf> {
             break;
         }
     }
-    out.extend(kids.into_iter().zip(joined).filter(|(_, j)| *j).map(|((p, _), _)| p));
-    out
+    kids.into_iter().zip(joined).filter(|(_, j)| *j).map(|((p, _), _)| p).collect()
 }
 
 /// One process of the tree, a row of the PROCESSES table.

@@ -27,6 +27,35 @@ pub fn has_pid(template: &OsStr) -> bool {
     template.as_bytes().windows(2).any(|w| w == b"%p")
 }
 
+/// The files that `template` (one `%p`) names for some pid, with that pid: the traces that
+/// the processes of one run wrote when each filled in its own pid. Empty when `template` holds
+/// no `%p` or more than one.
+pub fn filled_by_pid(template: &Path) -> Vec<(PathBuf, u32)> {
+    let t = template.as_os_str().as_bytes();
+    let Some(at) = t.windows(2).position(|w| w == b"%p") else { return Vec::new() };
+    let (before, after) = (&t[..at], &t[at + 2..]);
+    if has_pid(OsStr::from_bytes(after)) {
+        return Vec::new();
+    }
+    let Some(dir) = Path::new(OsStr::from_bytes(before)).parent() else { return Vec::new() };
+    let Ok(rd) = std::fs::read_dir(if dir.as_os_str().is_empty() { Path::new(".") } else { dir }) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(PathBuf, u32)> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let path = dir.join(e.file_name());
+            let b = path.as_os_str().as_bytes();
+            let mid = b.strip_prefix(before)?.strip_suffix(after)?;
+            let pid =
+                std::str::from_utf8(mid).ok().filter(|m| !m.is_empty() && m.bytes().all(|c| c.is_ascii_digit()))?;
+            Some((path.clone(), pid.parse().ok()?))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// `path` with `.suffix` appended to its last component (`TRACE.PID` for a child's trace),
 /// byte for byte.
 pub fn with_suffix(path: &Path, suffix: impl std::fmt::Display) -> PathBuf {

@@ -225,6 +225,9 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     }
     let symbols = symbols.and_then(|h| h.join().ok()).flatten();
 
+    if a.follow_children && trace.is_file() {
+        gather_children(&dest.monitor, &trace, child.id());
+    }
     if trace.is_file() {
         let appended = append_exit(&trace, &exit).and_then(|()| match &symbols {
             Some(t) => heaplens_interpret::symbolize::embedded::append(&trace, t).context("cannot append the symbols"),
@@ -312,5 +315,21 @@ fn program_of(path: &Path) -> String {
             format!("{} (pid {})", heaplens_interpret::names::for_terminal(&name), p.pid)
         }
         None => "a child process".into(),
+    }
+}
+
+/// Under `--follow-children` with `%p` in the trace's name, every exec'd process fills in its
+/// own pid, and its trace would read as another run of the first program. They are renamed
+/// `TRACE.PID` beside the first process's trace, as with a plain name, so that `heaplens
+/// report TRACE` finds the tree. Only traces whose parents lead to this run's process move.
+fn gather_children(template: &Path, trace: &Path, root: u32) {
+    let others: Vec<PathBuf> =
+        naming::filled_by_pid(template).into_iter().filter(|(_, pid)| *pid != root).map(|(p, _)| p).collect();
+    for path in heaplens_report::tree::descendants(root, others) {
+        let Some(pid) = heaplens_trace::process_of(&path).map(|p| p.pid) else { continue };
+        let to = naming::with_suffix(trace, pid);
+        if !to.exists() {
+            let _ = std::fs::rename(&path, &to);
+        }
     }
 }

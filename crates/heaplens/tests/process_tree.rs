@@ -185,3 +185,24 @@ fn gxx_compile_is_one_tree() {
     let sum: u64 = procs.iter().map(|p| u(p, "allocations")).sum();
     assert_eq!(u(&v, "summary/allocations"), sum);
 }
+
+/// Without `-o` each process fills its own pid into `heaplens.PROGRAM.%p.hltrace`: the
+/// children's traces are gathered beside the first as `FIRST.PID`, so the tree is found.
+#[test]
+fn default_names_gather_the_tree() {
+    let dir = WorkDir::new("tree-default");
+    let exe = compile_c(&dir, "spawn_tree.c", &[]);
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.args(["run", "--follow-children", "--"]).arg(&exe);
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --follow-children spawn_tree");
+    let truths = truths(&out.stdout, "spawn_tree");
+    let root = truths.iter().find(|t| t["role"] == "parent").expect("parent truth");
+    let first = dir.join(format!("heaplens.spawn_tree.{}.hltrace", root["pid"]));
+    for t in truths.iter().filter(|t| t["role"] == "child") {
+        let child = std::path::PathBuf::from(format!("{}.{}", first.display(), t["pid"]));
+        assert!(child.is_file(), "no {}\n{}", child.display(), out.show());
+    }
+    let v = json(&dir, &[first.as_os_str()]);
+    assert_eq!(arr(&v, "processes").len(), 3, "{}", out.show());
+    assert_eq!(u(&v, "summary/allocations"), truths.iter().map(|t| num(t, "allocs")).sum::<u64>());
+}
