@@ -97,6 +97,9 @@ pub struct TraceInfo {
     pub dropped_events: Option<u64>,
     /// Events read.
     pub events: u64,
+    /// The process `exec`'d another program without `--follow-children`: the trace holds its
+    /// allocations up to the exec only (a wrapper script's, say).
+    pub exec_unfollowed: bool,
     /// The trace was sampled: on average one allocation recorded per this many bytes
     /// allocated (a Poisson process over bytes); 0 when every allocation was recorded. When it
     /// is set, every count and byte total of the report is an unbiased estimate scaled up

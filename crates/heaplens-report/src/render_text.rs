@@ -265,8 +265,15 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
         (None, None) => "unknown (no exit record)".into(),
     };
     let _ = writeln!(out, "  ended                {ended}");
+    if t.exec_unfollowed {
+        let _ = writeln!(out, "  warning              {}", EXEC_UNFOLLOWED);
+    }
     let _ = writeln!(out, "  trace                {}", health_of(t));
 }
+
+/// What a trace whose process exec'd without `--follow-children` lacks, and the cure.
+pub const EXEC_UNFOLLOWED: &str =
+    "the process exec'd another program, which was not recorded: record with --follow-children";
 
 /// One line on the trace's condition.
 pub fn health(r: &Report) -> String {

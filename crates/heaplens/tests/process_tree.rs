@@ -206,3 +206,35 @@ fn default_names_gather_the_tree() {
     assert_eq!(arr(&v, "processes").len(), 3, "{}", out.show());
     assert_eq!(u(&v, "summary/allocations"), truths.iter().map(|t| num(t, "allocs")).sum::<u64>());
 }
+
+/// A wrapper that `exec`s the real program (a shell-script shim): without
+/// `--follow-children` the trace is the wrapper's alone, and the report says so; with it, the
+/// program's own trace joins the tree.
+#[test]
+fn an_unfollowed_exec_is_reported() {
+    let dir = WorkDir::new("tree-exec");
+    let exe = compile_c(&dir, "spawn_tree.c", &[]);
+    let script = format!("exec {} child 30 8", exe.display());
+    let plain = dir.join("plain.hltrace");
+    run_traced(&dir, &plain, "/bin/sh", &["-c", &script]).ok("heaplens run sh -c exec");
+    let out = heaplens(&dir, &[OsStr("report"), plain.as_os_str()]).ok("heaplens report");
+    assert!(out.stderr.contains("exec'd another program, which was not recorded"), "{}", out.show());
+    assert!(out.stdout.contains("record with --follow-children"), "{}", out.show());
+    assert!(report(&dir, &plain)["trace"]["exec_unfollowed"].as_bool().unwrap());
+
+    let followed = dir.join("followed.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.args(["run", "--follow-children", "-o"]).arg(&followed).args(["--", "/bin/sh", "-c", &script]);
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --follow-children sh -c exec");
+    let t = truth(&out.stdout, "spawn_tree");
+    let r = heaplens(&dir, &[OsStr("report"), followed.as_os_str()]).ok("heaplens report");
+    assert!(!r.stderr.contains("not recorded"), "{}", r.show());
+    let v = json(&dir, &[followed.as_os_str()]);
+    let procs = arr(&v, "processes");
+    let program = procs
+        .iter()
+        .find(|p| at(p, "program").as_str().unwrap_or("").starts_with("spawn_tree child"))
+        .unwrap_or_else(|| panic!("no spawn_tree in {procs:?}"));
+    assert_eq!(u(program, "allocations"), num(&t, "allocs"));
+    assert_eq!(u(program, "pid"), num(&t, "pid"), "the exec'd program keeps the wrapper's pid");
+}
