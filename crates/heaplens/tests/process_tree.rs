@@ -15,13 +15,19 @@ use serde_json::Value;
 fn traced_tree(dir: &WorkDir) -> (PathBuf, Out, BTreeMap<u64, BTreeMap<String, String>>) {
     let exe = compile_c(dir, "spawn_tree.c", &[]);
     let trace = dir.join("tree.hltrace");
-    let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--follow-children", "-o"]).arg(&trace).arg("--").arg(&exe);
-    let out = run_cmd(cmd, &dir.path).ok("heaplens run --follow-children spawn_tree");
-    assert_no_panic(&out, "heaplens run");
+    let out = follow(dir, &[OsStr("-o"), trace.as_os_str(), OsStr("--"), exe.as_os_str()]);
     let truths: BTreeMap<u64, _> = truths(&out.stdout, "spawn_tree").into_iter().map(|t| (num(&t, "pid"), t)).collect();
     assert_eq!(truths.len(), 3, "{}", out.show());
     (trace, out, truths)
+}
+
+/// `heaplens run --follow-children ARGS...`, which must succeed.
+fn follow(dir: &WorkDir, args: &[&std::ffi::OsStr]) -> Out {
+    let mut all = vec![OsStr("run"), OsStr("--follow-children")];
+    all.extend_from_slice(args);
+    let out = heaplens(dir, &all).ok("heaplens run --follow-children");
+    assert_no_panic(&out, "heaplens run");
+    out
 }
 
 fn json(dir: &WorkDir, args: &[&std::ffi::OsStr]) -> Value {
@@ -166,9 +172,9 @@ fn gxx_compile_is_one_tree() {
     )
     .expect("write small.cpp");
     let trace = dir.join("gxx.hltrace");
-    let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--follow-children", "-o"]).arg(&trace).args(["--", "g++", "-c", "small.cpp", "-o", "small.o"]);
-    let out = run_cmd(cmd, &dir.path).ok("heaplens run --follow-children g++ -c");
+    let mut args = vec![OsStr("-o"), trace.as_os_str()];
+    args.extend(["--", "g++", "-c", "small.cpp", "-o", "small.o"].map(OsStr));
+    let out = follow(&dir, &args);
     assert!(out.stderr.contains("trace of cc1plus (pid "), "{}", out.show());
     let v = json(&dir, &[trace.as_os_str()]);
     let procs = arr(&v, "processes");
@@ -192,9 +198,7 @@ fn gxx_compile_is_one_tree() {
 fn default_names_gather_the_tree() {
     let dir = WorkDir::new("tree-default");
     let exe = compile_c(&dir, "spawn_tree.c", &[]);
-    let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--follow-children", "--"]).arg(&exe);
-    let out = run_cmd(cmd, &dir.path).ok("heaplens run --follow-children spawn_tree");
+    let out = follow(&dir, &[OsStr("--"), exe.as_os_str()]);
     let truths = truths(&out.stdout, "spawn_tree");
     let root = truths.iter().find(|t| t["role"] == "parent").expect("parent truth");
     let first = dir.join(format!("heaplens.spawn_tree.{}.hltrace", root["pid"]));
@@ -223,9 +227,8 @@ fn an_unfollowed_exec_is_reported() {
     assert!(report(&dir, &plain)["trace"]["exec_unfollowed"].as_bool().unwrap());
 
     let followed = dir.join("followed.hltrace");
-    let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--follow-children", "-o"]).arg(&followed).args(["--", "/bin/sh", "-c", &script]);
-    let out = run_cmd(cmd, &dir.path).ok("heaplens run --follow-children sh -c exec");
+    let out =
+        follow(&dir, &[OsStr("-o"), followed.as_os_str(), OsStr("--"), OsStr("/bin/sh"), OsStr("-c"), OsStr(&script)]);
     let t = truth(&out.stdout, "spawn_tree");
     let r = heaplens(&dir, &[OsStr("report"), followed.as_os_str()]).ok("heaplens report");
     assert!(!r.stderr.contains("not recorded"), "{}", r.show());
