@@ -91,8 +91,16 @@ fn traces(a: &ReportArgs) -> anyhow::Result<Vec<PathBuf>> {
 /// Several traces: the process tree's report, summed over its processes.
 fn tree_report(a: &ReportArgs, opts: &Options, traces: &[PathBuf]) -> anyhow::Result<()> {
     let mut reports = Vec::with_capacity(traces.len());
-    for t in traces {
-        let r = analyze_file(t, opts)?;
+    for (i, t) in traces.iter().enumerate() {
+        let r = match analyze_file(t, opts) {
+            Ok(r) => r,
+            // One unreadable child should not hide the rest of a build.
+            Err(e) if i > 0 => {
+                eprintln!("heaplens: warning: {}: left out of the process tree: {e}", t.display());
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         warn_if_damaged(&r);
         reports.push(r);
     }
