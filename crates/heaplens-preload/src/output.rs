@@ -447,6 +447,7 @@ pub fn checkpoint(why: Checkpoint) {
                 samples_dropped: crate::cpu::dropped(),
                 sampler_ns: crate::cpu::handler_ns(),
                 writer_cpu_ns: WRITER_CPU_NS.load(Ordering::Relaxed),
+                exec_unfollowed: why == Checkpoint::Exec && !crate::config().follow_children,
             };
             let _ = s.writer.write_block(BlockKind::End, &end.encode());
             let _ = s.writer.flush();

@@ -20,6 +20,7 @@ pub mod model;
 pub mod render_text;
 pub mod replay;
 pub mod tables;
+pub mod tree;
 
 pub use analyze::{analyze, analyze_file, Options};
 pub use model::Report;

@@ -97,6 +97,9 @@ pub struct TraceInfo {
     pub dropped_events: Option<u64>,
     /// Events read.
     pub events: u64,
+    /// The process `exec`'d another program without `--follow-children`: the trace holds its
+    /// allocations up to the exec only (a wrapper script's, say).
+    pub exec_unfollowed: bool,
     /// The trace was sampled: on average one allocation recorded per this many bytes
     /// allocated (a Poisson process over bytes); 0 when every allocation was recorded. When it
     /// is set, every count and byte total of the report is an unbiased estimate scaled up
@@ -113,6 +116,9 @@ pub struct TraceInfo {
 pub struct ProcessInfo {
     /// Process id (`null` when the Process block was lost).
     pub pid: Option<u32>,
+    /// The parent's process id, which links a child's trace to its parent's in a process tree
+    /// (`null` when the Process block was lost).
+    pub ppid: Option<u32>,
     /// Executable path.
     pub exe: String,
     /// Command line.

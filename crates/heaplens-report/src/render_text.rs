@@ -169,9 +169,15 @@ fn labelled(counts: &std::collections::BTreeMap<String, u64>) -> String {
 }
 
 fn summary(r: &Report, _o: &TextOptions, out: &mut String) {
-    let s = &r.summary;
     let _ = writeln!(out, "heaplens report: {}", for_terminal(&r.trace.path));
     process_lines(&r.trace, &r.process, out);
+    totals(r, out);
+}
+
+/// The sampling note, symbol warnings and the SUMMARY block: what a process tree's report
+/// shows for its summed totals, under its own title.
+pub fn totals(r: &Report, out: &mut String) {
+    let s = &r.summary;
     if r.trace.sample_rate > 0 {
         let _ = writeln!(
             out,
@@ -253,11 +259,21 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
     let ended = match (p.exit_code, p.exit_signal) {
         (_, Some(sig)) => format!("killed by signal {sig}"),
         (Some(code), None) => format!("exited with status {code}"),
+        // `heaplens run` appends the Exit record for its own child only; a child of that
+        // process that shut down cleanly still left the monitor's End record.
+        (None, None) if t.complete => "exited (status not recorded: not heaplens run's own child)".into(),
         (None, None) => "unknown (no exit record)".into(),
     };
     let _ = writeln!(out, "  ended                {ended}");
+    if t.exec_unfollowed {
+        let _ = writeln!(out, "  warning              {}", EXEC_UNFOLLOWED);
+    }
     let _ = writeln!(out, "  trace                {}", health_of(t));
 }
+
+/// What a trace whose process exec'd without `--follow-children` lacks, and the cure.
+pub const EXEC_UNFOLLOWED: &str =
+    "the process exec'd another program, which was not recorded: record with --follow-children";
 
 /// One line on the trace's condition.
 pub fn health(r: &Report) -> String {

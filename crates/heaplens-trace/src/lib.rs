@@ -34,7 +34,7 @@ pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERS
 pub use clock::{ClockSync, TimeMap, TimeSource, TSC_UNIT};
 pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
-pub use reader::{open_regular, ReadError, ReadStatus, TraceReader, PAYLOAD_SPARE};
+pub use reader::{open_regular, process_of, ReadError, ReadStatus, TraceReader, PAYLOAD_SPARE};
 pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};
 pub use snapshot::snapshot_request_path;
 pub use symbols::{SymbolEntry, SymbolFrame, SymbolTable};

@@ -66,6 +66,16 @@ impl TraceReader<BufReader<File>> {
     }
 }
 
+/// The Process record of the trace at `path`, from its first block (where the monitor writes
+/// it) without reading further: enough to name a trace's program or link it to its parent.
+/// `None` when the file is not a readable trace or its first block is not a Process record.
+pub fn process_of(path: &Path) -> Option<crate::ProcessRecord> {
+    match TraceReader::open(path).ok()?.next_block() {
+        Ok(Some((crate::BlockKind::Process, p))) => crate::ProcessRecord::decode(&p).ok(),
+        _ => None,
+    }
+}
+
 /// Opens `path` for reading if it is a regular file, else fails with "not a regular file".
 ///
 /// A trace names module files, and a user may name anything as a trace: a FIFO would block

@@ -377,8 +377,8 @@ impl ExitRecord {
 }
 
 /// Counters the monitor writes in its End block. Payload: `events stacks dropped end_mono_ns
-/// samples_dropped sampler_ns writer_cpu_ns` (the last three absent from older traces, read as
-/// 0).
+/// samples_dropped sampler_ns writer_cpu_ns exec_unfollowed` (the last four absent from older
+/// traces, read as 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndRecord {
     /// Events written.
@@ -399,6 +399,10 @@ pub struct EndRecord {
     /// CPU nanoseconds of the monitor's writer thread (draining, encoding, compressing,
     /// writing), up to its last sweep.
     pub writer_cpu_ns: u64,
+    /// Written just before an `exec` whose program the monitor does not follow (no
+    /// `--follow-children`): when this End block is the trace's last, the exec succeeded and
+    /// the rest of the process's life went unrecorded.
+    pub exec_unfollowed: bool,
 }
 
 impl EndRecord {
@@ -413,6 +417,7 @@ impl EndRecord {
             self.samples_dropped,
             self.sampler_ns,
             self.writer_cpu_ns,
+            u64::from(self.exec_unfollowed),
         ] {
             put(&mut o, v);
         }
@@ -434,6 +439,7 @@ impl EndRecord {
             samples_dropped: c.var().unwrap_or(0),
             sampler_ns: c.var().unwrap_or(0),
             writer_cpu_ns: c.var().unwrap_or(0),
+            exec_unfollowed: c.var().unwrap_or(0) == 1,
         })
     }
 }
@@ -452,6 +458,7 @@ mod tests {
             samples_dropped: 5,
             sampler_ns: 12_345,
             writer_cpu_ns: 67_890,
+            exec_unfollowed: true,
         };
         assert_eq!(EndRecord::decode(&e.encode()).unwrap(), e);
         // A trace from before the CPU sampler: four fields, the rest read as 0.

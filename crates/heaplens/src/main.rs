@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod export;
 mod map;
+mod one_process;
 mod picture;
 mod report;
 mod run;
@@ -106,8 +107,14 @@ pub struct RunArgs {
 /// Which tables `heaplens report` prints.
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// The trace written by `heaplens run`.
-    pub trace: PathBuf,
+    /// The trace written by `heaplens run`. The first trace of a `--follow-children` run
+    /// reports its process tree (the `TRACE.PID` traces beside it); several traces report them
+    /// as one tree.
+    #[arg(required = true, value_name = "TRACE")]
+    pub traces: Vec<PathBuf>,
+    /// Of a process tree, report only the process with this pid, as its own trace would.
+    #[arg(long, value_name = "PID")]
+    pub process: Option<u32>,
     /// Only the memory leak table.
     #[arg(long)]
     pub leaks: bool,
@@ -496,10 +503,22 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::execute(&a),
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::Map(a) => map::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::View(a) => view::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Export(a) => {
+            one_process::note_children(&a.trace, "export");
+            export::execute(&a).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Map(a) => {
+            one_process::note_children(&a.trace, "map");
+            map::execute(&a).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Timeline(a) => {
+            one_process::note_children(&a.trace, "timeline");
+            timeline::execute(&a).map(|()| ExitCode::SUCCESS)
+        }
+        Command::View(a) => {
+            one_process::note_children(&a.trace, "view");
+            view::execute(&a).map(|()| ExitCode::SUCCESS)
+        }
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {

@@ -2,6 +2,7 @@
 //! as one JSON document.
 
 use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use heaplens_interpret::paths::Attribution;
@@ -39,10 +40,94 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
         attribution: attribution(a)?,
         payload_budget: (a.memory << 20) as usize,
     };
-    if a.cpu || cpu_only(&a.trace) {
-        return cpu_report(a, &opts);
+    let traces = traces(a)?;
+    if traces.len() > 1 && (a.cpu || a.cxx || a.lifetimes || cpu_only(&traces[0])) {
+        eprintln!(
+            "heaplens: note: {} has {} processes; --cpu, --cxx and --lifetimes report one: --process PID \
+             (this is the first)",
+            traces[0].display(),
+            traces.len()
+        );
     }
-    memory_report(a, &opts)
+    let trace = match traces.as_slice() {
+        [t] => t,
+        [t, ..] if a.cpu || a.cxx || a.lifetimes || cpu_only(t) => t,
+        _ => return tree_report(a, &opts, &traces),
+    };
+    if a.cpu || cpu_only(trace) {
+        return cpu_report(a, trace, &opts);
+    }
+    memory_report(a, trace, &opts)
+}
+
+/// The traces to report: those given, or the first of a `--follow-children` run with the
+/// traces of its process tree beside it; with `--process`, the one of that pid.
+fn traces(a: &ReportArgs) -> anyhow::Result<Vec<PathBuf>> {
+    let all = match a.traces.as_slice() {
+        [first] => heaplens_report::tree::family(first),
+        given => given.to_vec(),
+    };
+    let Some(pid) = a.process else { return Ok(all) };
+    let mut pids = Vec::new();
+    for t in &all {
+        // After an exec a pid has a trace per program; the last is the one that ran on.
+        if heaplens_trace::process_of(t).is_some_and(|p| p.pid == pid) {
+            pids.push(t.clone());
+        }
+    }
+    match pids.pop() {
+        Some(t) => Ok(vec![t]),
+        None => anyhow::bail!(
+            "no trace of process {pid} among {} (its processes: {})",
+            a.traces[0].display(),
+            all.iter()
+                .filter_map(|t| heaplens_trace::process_of(t).map(|p| p.pid.to_string()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Several traces: the process tree's report, summed over its processes.
+fn tree_report(a: &ReportArgs, opts: &Options, traces: &[PathBuf]) -> anyhow::Result<()> {
+    let mut reports = Vec::with_capacity(traces.len());
+    for (i, t) in traces.iter().enumerate() {
+        let r = match analyze_file(t, opts) {
+            Ok(r) => r,
+            // One unreadable child should not hide the rest of a build.
+            Err(e) if i > 0 => {
+                eprintln!("heaplens: warning: {}: left out of the process tree: {e}", t.display());
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        warn_if_damaged(&r);
+        reports.push(r);
+    }
+    let tree = heaplens_report::tree::merge(&reports);
+    let out = match a.format {
+        Format::Text => heaplens_report::tree::render(&tree, &text_options(a, opts)),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&tree).context("cannot serialize the report")?;
+            s.push('\n');
+            s
+        }
+    };
+    print(&out)
+}
+
+fn text_options(a: &ReportArgs, opts: &Options) -> TextOptions {
+    let only = a.leaks || a.bins || a.direct || a.call_graph || a.cxx;
+    TextOptions {
+        summary: !only,
+        leaks: !only || a.leaks,
+        suppressed: !only,
+        bins: !only || a.bins,
+        direct: !only || a.direct,
+        call_graph: !only || a.call_graph,
+        top: a.top,
+        leak_depth: opts.leak_depth,
+    }
 }
 
 /// The attribution rule the options ask for: the program's own code, past the patterns of
@@ -72,31 +157,18 @@ fn attribution(a: &ReportArgs) -> anyhow::Result<Attribution> {
 }
 
 /// The memory report (summary and tables) in the format asked for.
-fn memory_report(a: &ReportArgs, opts: &Options) -> anyhow::Result<()> {
-    let report = analyze_file(&a.trace, opts)?;
+fn memory_report(a: &ReportArgs, trace: &Path, opts: &Options) -> anyhow::Result<()> {
+    let report = analyze_file(trace, opts)?;
     warn_if_damaged(&report);
     if (a.cxx && report.cxx.is_none()) || (a.lifetimes && report.lifetimes.is_none()) {
         eprintln!(
             "heaplens: warning: {}: recorded with --aggregate, the trace has counters but no events: \
              --cxx and --lifetimes need the events (record without --aggregate)",
-            a.trace.display()
+            trace.display()
         );
     }
     let out = match a.format {
-        Format::Text => {
-            let only = a.leaks || a.bins || a.direct || a.call_graph || a.cxx;
-            let t = TextOptions {
-                summary: !only,
-                leaks: !only || a.leaks,
-                suppressed: !only,
-                bins: !only || a.bins,
-                direct: !only || a.direct,
-                call_graph: !only || a.call_graph,
-                top: a.top,
-                leak_depth: opts.leak_depth,
-            };
-            render_text::render(&report, &t)
-        }
+        Format::Text => render_text::render(&report, &text_options(a, opts)),
         Format::Json => {
             let mut s = serde_json::to_string_pretty(&report).context("cannot serialize the report")?;
             s.push('\n');
@@ -107,12 +179,12 @@ fn memory_report(a: &ReportArgs, opts: &Options) -> anyhow::Result<()> {
 }
 
 /// `heaplens report --cpu`.
-fn cpu_report(a: &ReportArgs, opts: &Options) -> anyhow::Result<()> {
-    let r = heaplens_report::cpu::cpu_report_file(&a.trace, opts.naming, opts.progress)?;
+fn cpu_report(a: &ReportArgs, trace: &Path, opts: &Options) -> anyhow::Result<()> {
+    let r = heaplens_report::cpu::cpu_report_file(trace, opts.naming, opts.progress)?;
     if r.samples == 0 && !a.cpu {
         // No samples after all (a damaged trace that looked recorded with --cpu-only): the
         // memory report says what there is.
-        return memory_report(a, opts);
+        return memory_report(a, trace, opts);
     }
     if r.trace.truncated || r.trace.corrupt_blocks > 0 || r.trace.malformed_blocks > 0 {
         eprintln!(
@@ -151,6 +223,11 @@ fn print(out: &str) -> anyhow::Result<()> {
 
 fn warn_if_damaged(r: &Report) {
     let t = &r.trace;
+    // A wrapper (a shell-script shim) that execs the real program leaves a trace of the
+    // wrapper alone, which would otherwise read as the program's.
+    if t.exec_unfollowed {
+        eprintln!("heaplens: warning: {}: {}", t.path, render_text::EXEC_UNFOLLOWED);
+    }
     // Stacks missing their nodes: a stack id the trie never defined, which only damage names.
     if t.truncated || t.corrupt_blocks > 0 || t.malformed_blocks > 0 || t.incomplete_stacks > 0 {
         eprintln!(

@@ -225,6 +225,9 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     }
     let symbols = symbols.and_then(|h| h.join().ok()).flatten();
 
+    if a.follow_children && trace.is_file() {
+        gather_children(&dest.monitor, &trace, child.id());
+    }
     if trace.is_file() {
         let appended = append_exit(&trace, &exit).and_then(|()| match &symbols {
             Some(t) => heaplens_interpret::symbolize::embedded::append(&trace, t).context("cannot append the symbols"),
@@ -236,7 +239,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
                 Ok(()) => {
                     // Children's traces follow the name, so that they sit beside their parent's.
                     let n = trace.file_name().map_or(0, |n| n.len() + 1);
-                    for child in child_traces(&trace) {
+                    for child in naming::child_traces(&trace) {
                         let pids = child.file_name().map(|f| f.to_string_lossy()[n..].to_string()).unwrap_or_default();
                         let _ = std::fs::rename(&child, naming::with_suffix(old, pids));
                     }
@@ -249,10 +252,20 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         match appended {
             Ok(()) if !a.quiet => {
                 eprintln!("heaplens: trace written to {}", trace.display());
-                for extra in child_traces(&trace) {
-                    eprintln!("heaplens: trace of a child process written to {}", extra.display());
+                let children = naming::child_traces(&trace);
+                // A child's trace is named by its pid alone (users and scripts rely on the
+                // names): say which program each one is.
+                for extra in &children {
+                    eprintln!("heaplens: trace of {} written to {}", program_of(extra), extra.display());
                 }
-                eprintln!("heaplens: see it with: heaplens report {}", trace.display());
+                if children.is_empty() {
+                    eprintln!("heaplens: see it with: heaplens report {}", trace.display());
+                } else {
+                    eprintln!(
+                        "heaplens: see the process tree with: heaplens report {} (one process: --process PID)",
+                        trace.display()
+                    );
+                }
             }
             Ok(()) => {}
             Err(e) => {
@@ -293,22 +306,30 @@ fn append_exit(trace: &Path, exit: &ExitRecord) -> Result<()> {
     Ok(())
 }
 
-/// Traces written by forked or exec'd children: `TRACE.PID` siblings.
-fn child_traces(trace: &Path) -> Vec<PathBuf> {
-    let (Some(dir), Some(name)) = (trace.parent(), trace.file_name()) else { return Vec::new() };
-    let prefix = format!("{}.", name.to_string_lossy());
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| {
-                    let n = e.file_name().to_string_lossy().into_owned();
-                    n.strip_prefix(&prefix)
-                        .is_some_and(|rest| rest.split('.').all(|p| p.chars().all(|c| c.is_ascii_digit())))
-                })
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+/// `cc1plus (pid 11919)`: the program whose trace `path` is, from its Process record, escaped
+/// for the terminal (a program names itself).
+fn program_of(path: &Path) -> String {
+    match heaplens_trace::process_of(path) {
+        Some(p) => {
+            let name = Path::new(&p.exe).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or(p.exe.clone());
+            format!("{} (pid {})", heaplens_interpret::names::for_terminal(&name), p.pid)
+        }
+        None => "a child process".into(),
+    }
+}
+
+/// Under `--follow-children` with `%p` in the trace's name, every exec'd process fills in its
+/// own pid, and its trace would read as another run of the first program. They are renamed
+/// `TRACE.PID` beside the first process's trace, as with a plain name, so that `heaplens
+/// report TRACE` finds the tree. Only traces whose parents lead to this run's process move.
+fn gather_children(template: &Path, trace: &Path, root: u32) {
+    let others: Vec<PathBuf> =
+        naming::filled_by_pid(template).into_iter().filter(|(_, pid)| *pid != root).map(|(p, _)| p).collect();
+    for path in heaplens_report::tree::descendants(root, others) {
+        let Some(pid) = heaplens_trace::process_of(&path).map(|p| p.pid) else { continue };
+        let to = naming::with_suffix(trace, pid);
+        if !to.exists() {
+            let _ = std::fs::rename(&path, &to);
+        }
+    }
 }

@@ -387,7 +387,8 @@ fn fork_child_writes_its_own_trace() {
         out.show()
     );
 
-    let pv = report(&dir, &trace);
+    // The first trace alone reports the tree of both; --process picks the parent.
+    let pv = report_with(&dir, &trace, &["--process", &parent["pid"]]);
     assert_consistent(&pv);
     assert_eq!(u(&pv, "process/pid"), num(parent, "pid"), "parent trace pid");
     let b = bin_row(&pv, 311).expect("parent 311-byte bin");

@@ -20,6 +20,7 @@ pub fn trace_info(t: &Trace, r: &Replay, incomplete_stacks: u64) -> TraceInfo {
         complete: t.health.end_seen,
         dropped_events: t.end.map(|e| e.dropped),
         events: r.events,
+        exec_unfollowed: t.end.is_some_and(|e| e.exec_unfollowed),
         sample_rate: r.sample_rate,
         incomplete_stacks,
         symbol_warnings: Vec::new(),
@@ -31,6 +32,7 @@ pub fn process_info(t: &Trace) -> ProcessInfo {
     let p = t.process.clone().unwrap_or_default();
     ProcessInfo {
         pid: t.process.as_ref().map(|p| p.pid),
+        ppid: t.process.as_ref().map(|p| p.ppid),
         exe: p.exe,
         argv: p.argv,
         exit_code: t.exit.and_then(|e| e.code),
