@@ -118,3 +118,23 @@ fn allocations_in(bytes: &[u8], b: &BlockAt) -> usize {
     }
     events.iter().filter(|e| e.addr != 0 && e.op.class() != OpClass::Dealloc).count()
 }
+
+/// The command `heaplens run` suggests at the end works when pasted: heaplens by its path
+/// when `heaplens` on PATH is not this executable (a fresh build is not installed).
+#[test]
+fn run_suggests_a_command_that_works() {
+    let dir = WorkDir::new("suggest");
+    let (_exe, trace) = traced_widgets(&dir, &["100"]);
+    let again = dir.join("again.hltrace");
+    let mut cmd = std::process::Command::new(heaplens_exe());
+    cmd.env("PATH", "/usr/bin:/bin").arg("run").arg("-o").arg(&again).arg("--").arg(dir.join("widgets"));
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run");
+    let line = out.stderr.lines().find(|l| l.contains("see it with: ")).unwrap_or_else(|| panic!("{}", out.stderr));
+    let suggested = line.split("see it with: ").nth(1).unwrap();
+    let program = suggested.split(" report ").next().unwrap();
+    assert_ne!(program, "heaplens", "heaplens is not on PATH here: {line}");
+    let mut report = std::process::Command::new(dir.path.join(program));
+    report.arg("report").arg(&again);
+    run_cmd(report, &dir.path).ok("the suggested command");
+    assert!(trace.exists());
+}
