@@ -67,9 +67,44 @@ fn width(s: &str) -> usize {
 }
 
 /// A name from the trace as a legend shows it: escaped first, so that the cut counts what is
-/// drawn, then its end kept (the innermost frame names the site).
+/// drawn, its frames' parameter lists shortened to `(…)` when it is too long (a C++ signature
+/// would otherwise fill the legend and the cut lose the function's name), then its end kept
+/// (the innermost frame names the site).
 fn name_label(s: &str) -> String {
-    keep_end(&for_xml(s), LABEL_CHARS).into_owned()
+    let s = for_xml(s);
+    if s.chars().count() <= LABEL_CHARS {
+        return s.into_owned();
+    }
+    keep_end(&short_params(&s), LABEL_CHARS).into_owned()
+}
+
+/// `s` with the contents of each call's parameter list (a `(` right after a name or a
+/// template's `>`) replaced by `…`: `f(std::vector<…> const&, int)` becomes `f(…)`;
+/// `(anonymous namespace)` stays.
+fn short_params(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    // Depth inside a parameter list being shortened, and whether it held anything.
+    let (mut depth, mut held) = (0usize, false);
+    let mut prev = ' ';
+    for c in s.chars() {
+        if depth > 0 {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => held |= !c.is_whitespace(),
+            }
+            if depth == 0 {
+                out.push_str(if held { "…)" } else { ")" });
+            }
+        } else if c == '(' && (prev.is_alphanumeric() || prev == '_' || prev == '>') {
+            (depth, held) = (1, false);
+            out.push('(');
+        } else {
+            out.push(c);
+        }
+        prev = c;
+    }
+    out
 }
 
 /// The time axis under `[x, x + w)`: ticks and labels at `y`.
@@ -336,6 +371,18 @@ mod tests {
         }
         let texts = legend_texts("ctl\x01\x1b[31m\x07name");
         assert!(texts.iter().any(|t| t == "ctl\\x01\\x1b[31m\\x07name"), "{texts:?}");
+    }
+
+    #[test]
+    fn long_signatures_keep_the_function_name() {
+        let long = "make_red_widget > Registry::insert(std::vector<std::__cxx11::basic_string<…>, std::allocator<…> > const&, unsigned long)";
+        assert_eq!(name_label(long), "make_red_widget > Registry::insert(…)");
+        assert_eq!(
+            short_params("f() > (anonymous namespace)::pool::pool()"),
+            "f() > (anonymous namespace)::pool::pool()"
+        );
+        assert_eq!(short_params("g<…>(int, char) > h(x(y))"), "g<…>(…) > h(…)");
+        assert_eq!(name_label("short(int)"), "short(int)");
     }
 
     #[test]
