@@ -88,8 +88,14 @@ pub fn write(w: &mut dyn Write, lines: &[(String, u64)]) -> io::Result<()> {
     Ok(())
 }
 
-/// Draws `lines` as an SVG flame graph titled after the trace.
-pub fn flamegraph(w: &mut dyn Write, lines: &[(String, u64)], metric: Metric, trace: &Path) -> io::Result<()> {
+/// Draws `lines` as an SVG flame graph titled after the trace; `icicle` draws it top down.
+pub fn flamegraph(
+    w: &mut dyn Write,
+    lines: &[(String, u64)],
+    metric: Metric,
+    trace: &Path,
+    icicle: bool,
+) -> io::Result<()> {
     // Frames were escaped for a line; an SVG shown to a person also escapes what reorders it.
     let text: Vec<String> = lines.iter().map(|(s, n)| format!("{} {n}", for_xml(s))).collect();
     let mut opts = inferno::flamegraph::Options::default();
@@ -100,6 +106,9 @@ pub fn flamegraph(w: &mut dyn Write, lines: &[(String, u64)], metric: Metric, tr
     opts.subtitle = Some(for_xml(&trace.display().to_string()).into_owned());
     opts.count_name = metric.unit().into();
     opts.name_type = "Function:".into();
+    if icicle {
+        opts.direction = inferno::flamegraph::Direction::Inverted;
+    }
     inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w).map_err(io::Error::other)
 }
 

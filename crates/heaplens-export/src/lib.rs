@@ -51,6 +51,10 @@ pub enum Format {
     Collapsed,
     /// An SVG flame graph of the folded stacks.
     Flamegraph,
+    /// The flame graph drawn top down (an icicle graph, inferno's inverted mode): the program's
+    /// entry at the top, so that a deep graph shown in a small frame opens on its widest
+    /// frames rather than on empty space.
+    Icicle,
     /// The legacy pprof heap profile: in-use (at exit) and allocated objects and bytes per
     /// stack of return addresses, and the module map for symbolizing them.
     PprofText,
@@ -188,7 +192,9 @@ pub enum ExportError {
 pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
     if opts.metric == Metric::CpuSamples {
         match opts.format {
-            Format::Collapsed | Format::Flamegraph | Format::Pprof => return export_cpu(trace, out, opts),
+            Format::Collapsed | Format::Flamegraph | Format::Icicle | Format::Pprof => {
+                return export_cpu(trace, out, opts)
+            }
             Format::Firefox => {}
             Format::PprofText => {
                 return Err(ExportError::Unsupported("CPU samples as pprof text (use --format pprof)"))
@@ -288,7 +294,9 @@ type ByThread = Vec<((u32, u32), StackTotals)>;
 fn heap_totals(trace: &Path, opts: &Options) -> Result<(Trace, ByThread), ExportError> {
     let mut totals = Totals::default();
     let t = replay_with_progress(trace, &mut totals, opts.progress)?;
-    if opts.metric == Metric::InuseBytes && matches!(opts.format, Format::Collapsed | Format::Flamegraph) {
+    if opts.metric == Metric::InuseBytes
+        && matches!(opts.format, Format::Collapsed | Format::Flamegraph | Format::Icicle)
+    {
         let mut peak = PeakLive::new(totals.peak.1);
         replay_with_progress(trace, &mut peak, opts.progress)?;
         // Counted per stack only: the thread the key names is the first that allocated there.
@@ -317,7 +325,7 @@ fn write_heap(
         Format::PprofText => pprof_text::write(w, t, stacks, done),
         Format::Pprof => pprof::write(w, trace, t, by_thread, done),
         Format::Firefox | Format::Heaptrack | Format::Parquet => unreachable!("exported by their own functions"),
-        Format::Collapsed | Format::Flamegraph => {
+        Format::Collapsed | Format::Flamegraph | Format::Icicle => {
             let folded = collapsed::lines(trace, t, stacks, opts.metric, opts.progress);
             write_folded(w, folded, trace, opts, done)
         }
@@ -365,7 +373,7 @@ fn write_folded(
     if opts.format == Format::Collapsed {
         collapsed::write(w, &lines)
     } else {
-        collapsed::flamegraph(w, &lines, opts.metric, trace)
+        collapsed::flamegraph(w, &lines, opts.metric, trace, opts.format == Format::Icicle)
     }
 }
 

@@ -13,6 +13,7 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
     let format = match a.format {
         ExportFormat::Collapsed => Format::Collapsed,
         ExportFormat::Flamegraph => Format::Flamegraph,
+        ExportFormat::Icicle => Format::Icicle,
         ExportFormat::PprofText => Format::PprofText,
         ExportFormat::Pprof => Format::Pprof,
         ExportFormat::Firefox => Format::Firefox,
@@ -28,7 +29,9 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
         Some(ExportMetric::Cpu) => Metric::CpuSamples,
         // A --cpu-only trace has samples and no allocations: the formats that hold samples
         // export them (the others keep their allocation default, and write what there is).
-        None if matches!(format, Format::Collapsed | Format::Flamegraph | Format::Pprof) => default_metric(&a.trace),
+        None if matches!(format, Format::Collapsed | Format::Flamegraph | Format::Icicle | Format::Pprof) => {
+            default_metric(&a.trace)
+        }
         None => Metric::AllocBytes,
     };
     let opts = Options { format, metric, progress: io::stderr().is_terminal() };

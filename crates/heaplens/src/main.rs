@@ -435,6 +435,8 @@ pub enum ExportFormat {
     Collapsed,
     /// An interactive SVG flame graph (open it in a browser).
     Flamegraph,
+    /// The same flame graph drawn top down (an icicle graph): the program's entry at the top.
+    Icicle,
     /// pprof's legacy heap profile text, for `google-pprof --text PROGRAM OUT`.
     PprofText,
     /// pprof's profile.proto, gzipped, for `go tool pprof OUT` and pprof.me.

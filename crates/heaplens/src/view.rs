@@ -38,7 +38,7 @@ fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
         // In memory: a file in the shared temporary directory is a name another user can
         // plant first (a symlink there once made root overwrite a file of its choosing).
         let mut svg = Vec::new();
-        let opts = heaplens_export::Options { format: heaplens_export::Format::Flamegraph, metric, progress: false };
+        let opts = heaplens_export::Options { format: heaplens_export::Format::Icicle, metric, progress: false };
         if heaplens_export::export_to(&a.trace, &mut svg, &opts).is_ok() {
             if let Ok(s) = String::from_utf8(svg) {
                 flame_graphs.push((title.to_string(), s));

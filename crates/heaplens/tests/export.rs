@@ -116,6 +116,10 @@ fn check_all(dir: &WorkDir, program: &Path, trace: &Path) {
     let text = std::fs::read_to_string(&svg).unwrap();
     let escaped = top.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     assert!(text.contains(&escaped), "the flame graph names {top}");
+    // The icicle graph is the same graph drawn top down: the same frames, inverted.
+    let icicle = std::fs::read_to_string(export(dir, trace, "icicle", None, "icicle.svg")).unwrap();
+    assert!(icicle.contains(&escaped) && icicle.contains("inverted = true"), "the icicle graph");
+    assert!(!text.contains("inverted = true"), "the flame graph grows upwards");
 
     // pprof's own reader: in-use at exit, bytes allocated, and the same top allocator.
     let heap = export(dir, trace, "pprof-text", None, "out.heap");
