@@ -52,7 +52,7 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
     }
     let (x, y, w, h) = map.area;
     eprintln!(
-        "heaplens: drew {} blocks over {} address ranges in {} views{} to {} (map at x={x} y={y} w={w} h={h})",
+        "heaplens: drew {} blocks over {} address ranges in {} views{} to {} (the map: x={x} y={y} w={w} h={h} pixels of the picture)",
         map.blocks,
         map.axis.segments.len(),
         map.views,

@@ -29,7 +29,7 @@ pub fn execute(a: &TimelineArgs) -> anyhow::Result<()> {
     }
     let (x, y, w, h) = t.area;
     eprintln!(
-        "heaplens: wrote {} (chart at x={x} y={y} w={w} h={h}); peak {} bytes in use {} after the first event, held by:",
+        "heaplens: wrote {} (the chart: x={x} y={y} w={w} h={h} pixels of the picture); peak {} bytes in use {} after the first event, held by:",
         a.output.display(),
         t.peak.0,
         heaplens_map::units::human_ns(t.peak.1)

@@ -39,8 +39,8 @@ type Legend = Vec<([u8; 3], String)>;
 
 /// The map's area `(x, y, w, h)` and the legend (`#rrggbb`, label) from `heaplens map`'s stderr.
 fn described(stderr: &str) -> (Area, Legend) {
-    let line = stderr.lines().find(|l| l.contains("(map at ")).unwrap_or_else(|| panic!("no map area in\n{stderr}"));
-    let nums: Vec<usize> = line[line.find("(map at ").unwrap()..]
+    let line = stderr.lines().find(|l| l.contains("(the map: ")).unwrap_or_else(|| panic!("no map area in\n{stderr}"));
+    let nums: Vec<usize> = line[line.find("(the map: ").unwrap()..]
         .split(|c: char| !c.is_ascii_digit())
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().unwrap())
@@ -330,7 +330,7 @@ fn timeline_peak_and_its_holders_match_the_program() {
     let png = Image::load(&dir.join("t.png"));
     let o =
         heaplens(&dir, &["timeline", trace.to_str().unwrap(), "-o", dir.join("t.png").to_str().unwrap()]).ok("again");
-    let (x, y, w, h) = described(&o.stderr.replace("chart at", "map at")).0;
+    let (x, y, w, h) = described(&o.stderr.replace("the chart: ", "the map: ")).0;
     let filled = |c: usize| (y..y + h).filter(|&r| png.at(c, r) != WHITE).count();
     assert!(filled(x) < h / 20, "nothing is in use at the start");
     assert!((x..x + w).any(|c| filled(c) >= h - 2), "the peak reaches the top");
