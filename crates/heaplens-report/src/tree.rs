@@ -172,20 +172,21 @@ pub fn merge(reports: &[Report]) -> TreeReport {
 }
 
 fn sum_summaries(reports: &[Report], peak: &Report) -> Summary {
+    let sum = |field: fn(&Summary) -> u64| reports.iter().map(|r| field(&r.summary)).sum::<u64>();
     let mut s = Summary { calls_by_kind: BTreeMap::new(), frees_by_kind: BTreeMap::new(), ..peak.summary.clone() };
-    s.allocations = reports.iter().map(|r| r.summary.allocations).sum();
-    s.deallocations = reports.iter().map(|r| r.summary.deallocations).sum();
-    s.unmatched_frees = reports.iter().map(|r| r.summary.unmatched_frees).sum();
-    s.null_frees = reports.iter().map(|r| r.summary.null_frees).sum();
-    s.overwritten_allocations = reports.iter().map(|r| r.summary.overwritten_allocations).sum();
-    s.failed_allocations = reports.iter().map(|r| r.summary.failed_allocations).sum();
-    s.bytes_allocated = reports.iter().map(|r| r.summary.bytes_allocated).sum();
-    s.leaked_bytes = reports.iter().map(|r| r.summary.leaked_bytes).sum();
-    s.leaked_objects = reports.iter().map(|r| r.summary.leaked_objects).sum();
-    s.suppressed_bytes = reports.iter().map(|r| r.summary.suppressed_bytes).sum();
-    s.suppressed_objects = reports.iter().map(|r| r.summary.suppressed_objects).sum();
-    s.temporary_allocations = reports.iter().map(|r| r.summary.temporary_allocations).sum();
-    s.threads = reports.iter().map(|r| r.summary.threads).sum();
+    s.allocations = sum(|x| x.allocations);
+    s.deallocations = sum(|x| x.deallocations);
+    s.unmatched_frees = sum(|x| x.unmatched_frees);
+    s.null_frees = sum(|x| x.null_frees);
+    s.overwritten_allocations = sum(|x| x.overwritten_allocations);
+    s.failed_allocations = sum(|x| x.failed_allocations);
+    s.bytes_allocated = sum(|x| x.bytes_allocated);
+    s.leaked_bytes = sum(|x| x.leaked_bytes);
+    s.leaked_objects = sum(|x| x.leaked_objects);
+    s.suppressed_bytes = sum(|x| x.suppressed_bytes);
+    s.suppressed_objects = sum(|x| x.suppressed_objects);
+    s.temporary_allocations = sum(|x| x.temporary_allocations);
+    s.threads = sum(|x| x.threads);
     // The processes overlap in time: the tree ran as long as its longest process.
     s.runtime_ns = reports.iter().map(|r| r.summary.runtime_ns).max().unwrap_or(0);
     s.sample_rate = reports.iter().map(|r| r.summary.sample_rate).max().unwrap_or(0);

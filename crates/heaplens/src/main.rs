@@ -502,25 +502,24 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The views of one process say when the trace is the first of a process tree.
+    let one_process = match &cli.command {
+        Command::Export(a) => Some((&a.trace, "export")),
+        Command::Map(a) => Some((&a.trace, "map")),
+        Command::Timeline(a) => Some((&a.trace, "timeline")),
+        Command::View(a) => Some((&a.trace, "view")),
+        Command::Run(_) | Command::Report(_) | Command::Snapshot(_) => None,
+    };
+    if let Some((trace, command)) = one_process {
+        one_process::note_children(trace, command);
+    }
     let result = match cli.command {
         Command::Run(a) => run::execute(&a),
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
-        Command::Export(a) => {
-            one_process::note_children(&a.trace, "export");
-            export::execute(&a).map(|()| ExitCode::SUCCESS)
-        }
-        Command::Map(a) => {
-            one_process::note_children(&a.trace, "map");
-            map::execute(&a).map(|()| ExitCode::SUCCESS)
-        }
-        Command::Timeline(a) => {
-            one_process::note_children(&a.trace, "timeline");
-            timeline::execute(&a).map(|()| ExitCode::SUCCESS)
-        }
-        Command::View(a) => {
-            one_process::note_children(&a.trace, "view");
-            view::execute(&a).map(|()| ExitCode::SUCCESS)
-        }
+        Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Map(a) => map::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::View(a) => view::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {

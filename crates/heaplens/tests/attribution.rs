@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 use serde_json::Value;
 
@@ -67,11 +65,7 @@ fn cxx_containers_are_charged_to_the_programs_functions() {
 #[test]
 fn rust_collections_are_charged_to_the_programs_functions() {
     let dir = WorkDir::new("attr-rust");
-    let exe = dir.join("own_code");
-    let mut rustc = Command::new("rustc");
-    rustc.args(["-O", "-g", "--edition", "2021", "-o"]).arg(&exe).arg(examples_dir().join("own_code.rs"));
-    let built = run_cmd(rustc, &dir.path);
-    assert!(built.status.success(), "rustc failed\n{}", built.show());
+    let exe = compile_rust(&dir, "own_code.rs", "own_code");
     let trace = dir.join("own.hltrace");
     let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("own_code under heaplens");
     // The program counts through its own global allocator: a wrapper of its own to skip.

@@ -3,18 +3,12 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 
 #[test]
 fn rust_boxes_counted_and_attributed() {
     let dir = WorkDir::new("rust-boxes");
-    let exe = dir.join("boxes");
-    let mut rustc = Command::new("rustc");
-    rustc.args(["-O", "-g", "--edition", "2021", "-o"]).arg(&exe).arg(examples_dir().join("boxes.rs"));
-    let built = run_cmd(rustc, &dir.path);
-    assert!(built.status.success(), "rustc failed\n{}", built.show());
+    let exe = compile_rust(&dir, "boxes.rs", "boxes");
 
     let bare = run_bare(&dir, &exe, &["2000"]);
     let trace = dir.join("boxes.hltrace");

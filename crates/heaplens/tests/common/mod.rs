@@ -310,6 +310,17 @@ pub fn traced_churn(dir: &WorkDir, args: &[&str]) -> (PathBuf, PathBuf) {
     (exe, trace)
 }
 
+/// Compiles the Rust example `examples/SRC` with rustc (`-O -g`, edition 2021) into `dir/out`;
+/// returns the binary.
+pub fn compile_rust(dir: &WorkDir, src: &str, out: &str) -> PathBuf {
+    let exe = dir.join(out);
+    let mut rustc = Command::new("rustc");
+    rustc.args(["-O", "-g", "--edition", "2021", "-o"]).arg(&exe).arg(examples_dir().join(src));
+    let built = run_cmd(rustc, &dir.path);
+    assert!(built.status.success(), "rustc {src} failed\n{}", built.show());
+    exe
+}
+
 /// Compiles a C example with [`C_FLAGS`] plus `extra`.
 pub fn compile_c(dir: &WorkDir, src: &str, extra: &[&str]) -> PathBuf {
     let mut flags: Vec<&str> = C_FLAGS.to_vec();
