@@ -73,6 +73,17 @@ fn check_tree(v: &Value, truths: &BTreeMap<u64, BTreeMap<String, String>>) {
         .map(|r| u(r, "bytes"))
         .sum();
     assert_eq!(leaked, sum("kept_bytes"));
+    // The call graph summed by entry: allocate_blocks once, called from main in every process.
+    let graph = arr(v, "call_graph");
+    let entries: Vec<&Value> = graph.iter().filter(|e| e["name"] == "allocate_blocks").collect();
+    assert_eq!(entries.len(), 1, "one call-graph entry per function: {graph:?}");
+    let e = entries[0];
+    assert_eq!((u(e, "self_bytes"), u(e, "calls")), (sum("bytes"), sum("allocs")), "{e}");
+    assert_eq!(&graph[u(e, "index") as usize], e, "an entry's index is its position");
+    let callers = arr(e, "callers");
+    let main = callers.iter().find(|c| c["name"] == "main").unwrap_or_else(|| panic!("no main caller: {e}"));
+    assert_eq!((u(main, "bytes"), u(main, "calls")), (sum("bytes"), sum("allocs")), "{main}");
+    assert_eq!(graph[u(main, "index") as usize]["name"], "main", "edges point at their entries");
 }
 
 #[test]

@@ -2,8 +2,11 @@
 //! one trace per process under `heaplens run --follow-children`, and wants one answer. Each
 //! trace is analysed alone (with the same options) and the [`Report`]s are summed here by
 //! function: the summary's counts, the leak table by path, the bin table by size and the direct
-//! table by (function, module). The peak is the largest single process's, since the processes'
-//! peaks need not coincide and their heaps are apart anyway. The call graph stays per process.
+//! table by (function, module), the call graph by entry ([`call_graph`]). The peak is the
+//! largest single process's, since the processes' peaks need not coincide and their heaps are
+//! apart anyway.
+
+mod call_graph;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
@@ -83,7 +86,7 @@ pub struct ProcessRow {
 
 /// A process tree's report: its processes, and their tables summed by function in the keys of
 /// a single process's report (`summary`, `leaks`, `bins`, `direct`, ...). `process` and `trace`
-/// are the first process's; `call_graph` is empty (see `call_graph_note`).
+/// are the first process's.
 #[derive(Debug, Clone, Serialize)]
 pub struct TreeReport {
     /// The processes, in the order their traces were given (the first process first).
@@ -91,15 +94,10 @@ pub struct TreeReport {
     /// The process whose peak is `summary.peak_bytes`: a tree's peak is its largest single
     /// process's.
     pub peak_pid: Option<u32>,
-    /// Why the call graph is empty.
-    pub call_graph_note: &'static str,
     /// The summed report.
     #[serde(flatten)]
     pub merged: Report,
 }
-
-/// Why a tree's report has no call graph.
-pub const CALL_GRAPH_NOTE: &str = "call graph: per process, --process PID";
 
 /// The program column: the executable's basename and up to three arguments.
 fn program(r: &Report) -> String {
@@ -162,13 +160,13 @@ pub fn merge(reports: &[Report]) -> TreeReport {
         suppressions: sum_suppressions(reports),
         bins: sum_bins(reports),
         direct: sum_direct(reports),
-        call_graph: Vec::new(),
+        call_graph: call_graph::merge(reports, summary.bytes_allocated),
         lifetimes: None,
         cxx: None,
         summary,
     };
     merged.trace.events = reports.iter().map(|r| r.trace.events).sum();
-    TreeReport { processes, peak_pid: peak.process.pid, call_graph_note: CALL_GRAPH_NOTE, merged }
+    TreeReport { processes, peak_pid: peak.process.pid, merged }
 }
 
 fn sum_summaries(reports: &[Report], peak: &Report) -> Summary {
@@ -375,14 +373,11 @@ pub fn render(t: &TreeReport, o: &TextOptions) -> String {
             "(peak)"
         );
     }
-    let rest = TextOptions { summary: false, call_graph: false, ..o.clone() };
+    let rest = TextOptions { summary: false, ..o.clone() };
     let tables = render_text::render(r, &rest);
     if !tables.is_empty() {
         out.push('\n');
         out.push_str(&tables);
-    }
-    if o.call_graph {
-        let _ = writeln!(out, "\n{CALL_GRAPH_NOTE}");
     }
     render_text::terminal_lines(&out)
 }
