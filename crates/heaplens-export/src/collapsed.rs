@@ -112,7 +112,7 @@ pub fn flamegraph(
     inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w).map_err(io::Error::other)
 }
 
-fn title(metric: Metric) -> &'static str {
+pub(crate) fn title(metric: Metric) -> &'static str {
     match metric {
         Metric::AllocBytes => "Bytes allocated",
         Metric::AllocCount => "Allocations",

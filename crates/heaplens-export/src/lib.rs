@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 mod collapsed;
+mod differential;
 mod firefox;
 mod heaptrack;
 #[cfg(feature = "parquet")]
@@ -225,6 +226,48 @@ pub fn export(trace: &Path, out: &Path, opts: &Options) -> Result<Exported, Expo
         .and_then(|()| w.flush())
         .and_then(|()| output.commit())
         .map_err(write_err)?;
+    Ok(done)
+}
+
+/// Exports the change from the run traced at `base` to the one at `trace` into `out`: with
+/// [`Format::Collapsed`], differential folded stacks (`stack base new` per line, as
+/// `difffolded.pl` writes them); with [`Format::Flamegraph`] or [`Format::Icicle`], a
+/// differential flame graph (inferno's: the new run's widths, grown frames red, shrunk blue).
+/// Stacks match by their symbolized frames, so two builds of a program compare. The metric is
+/// any of the allocation metrics. `out` appears whole or not at all, as with [`export`].
+///
+/// # Errors
+/// As [`export`] for either trace; [`ExportError::Unsupported`] for the other formats and for
+/// [`Metric::CpuSamples`].
+pub fn export_differential(base: &Path, trace: &Path, out: &Path, opts: &Options) -> Result<Exported, ExportError> {
+    if !matches!(opts.format, Format::Collapsed | Format::Flamegraph | Format::Icicle) {
+        return Err(ExportError::Unsupported("a comparison with --base in this format (use collapsed, flamegraph or icicle; for pprof, export both and use pprof -diff_base)"));
+    }
+    if opts.metric == Metric::CpuSamples {
+        return Err(ExportError::Unsupported("a comparison of CPU samples"));
+    }
+    let mut done = Exported::default();
+    let mut folded = Vec::with_capacity(2);
+    for t in [base, trace] {
+        let (loaded, by_thread) = heap_totals(t, opts)?;
+        done.warnings.extend(damage(&loaded).into_iter().map(|w| format!("{}: {w}", t.display())));
+        let (lines, warnings) = collapsed::lines(t, &loaded, &by_stack(&by_thread), opts.metric, opts.progress);
+        done.warnings.extend(warnings);
+        folded.push(lines);
+    }
+    let lines = differential::join(&folded[0], &folded[1]);
+    done.stacks = lines.len();
+    done.total = lines.iter().map(|l| l.2).sum();
+    let write_err = |reason| ExportError::Write { path: out.into(), reason };
+    let output = heaplens_output::Output::create(out, &[base, trace]).map_err(write_err)?;
+    let mut w = BufWriter::new(output.file().map_err(write_err)?);
+    match opts.format {
+        Format::Collapsed => differential::write(&mut w, &lines),
+        _ => differential::flamegraph(&mut w, &lines, opts.metric, (base, trace), opts.format == Format::Icicle),
+    }
+    .and_then(|()| w.flush())
+    .and_then(|()| output.commit())
+    .map_err(write_err)?;
     Ok(done)
 }
 

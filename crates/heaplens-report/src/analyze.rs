@@ -53,6 +53,10 @@ pub struct Options {
     /// Bytes of decompressed event payloads [`analyze_file`] holds at once (default 128 MiB):
     /// the reader waits for the replay beyond it, so memory does not grow with the trace.
     pub payload_budget: usize,
+    /// Add the per-function and per-path [`crate::model::Profile`] that `heaplens diff`
+    /// compares, with the bytes each held at the peak (a second pass over the events; paths of
+    /// `leak_depth` frames).
+    pub profile: bool,
 }
 
 impl Default for Options {
@@ -66,6 +70,7 @@ impl Default for Options {
             naming: Naming::default(),
             attribution: Attribution::own_code(Vec::new()),
             payload_budget: heaplens_interpret::decode::budget::PAYLOAD_BUDGET,
+            profile: false,
         }
     }
 }
@@ -94,6 +99,7 @@ fn program_types(trace: &Trace) -> std::collections::BTreeMap<u64, std::collecti
 struct Second<'a> {
     lifetimes: Option<&'a crate::lifetimes::Lifetimes>,
     cxx: Option<&'a crate::cxx::counts::CxxCounts>,
+    peak: Option<&'a crate::peak::PeakByStack>,
 }
 
 /// The C++ tables, telling classes from namespaces by the executable's DWARF.
@@ -136,6 +142,10 @@ fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options, s
         call_graph: callgraph::call_graph(inp),
         lifetimes: second.lifetimes.map(|l| crate::tables::lifetimes::lifetimes(inp, &l.stacks)),
         cxx: second.cxx.map(|c| cxx_tables(trace, c, sym, opts.naming)),
+        profile: opts.profile.then(|| {
+            let at_peak = second.peak.and_then(|p| p.at_peak.as_ref());
+            crate::tables::profile::profile(inp, at_peak, opts.leak_depth)
+        }),
     }
 }
 
@@ -252,11 +262,17 @@ pub fn analyze_file(path: &Path, opts: &Options) -> Result<Report, LoadError> {
     let events = trace.aggregate.is_none();
     let mut lifetimes = (opts.lifetimes && events).then(crate::lifetimes::Lifetimes::default);
     let mut cxx = (opts.cxx && events).then(|| crate::cxx::counts::CxxCounts::new(trace.sample_rate()));
-    if lifetimes.is_some() || cxx.is_some() {
-        heaplens_interpret::view::replay_with_progress(path, &mut (&mut lifetimes, &mut cxx), opts.progress)?;
+    // A sampled trace's live bytes are samples, not the peak's bytes: no peak per stack there.
+    let sampled = trace.sample_rate() > 0;
+    let mut peak = (opts.profile && events && !sampled)
+        .then(|| crate::peak::PeakByStack::new(crate::tables::count(replay.peak_bytes)));
+    if lifetimes.is_some() || cxx.is_some() || peak.is_some() {
+        let mut views = (&mut lifetimes, (&mut cxx, &mut peak));
+        heaplens_interpret::view::replay_with_progress(path, &mut views, opts.progress)?;
         tm("second pass done");
     }
-    let mut r = report(&trace, &replay, &mut sym, opts, Second { lifetimes: lifetimes.as_ref(), cxx: cxx.as_ref() });
+    let second = Second { lifetimes: lifetimes.as_ref(), cxx: cxx.as_ref(), peak: peak.as_ref() };
+    let mut r = report(&trace, &replay, &mut sym, opts, second);
     if damaged_symbols {
         r.trace.malformed_blocks += 1;
         r.trace.symbol_warnings.insert(0, DAMAGED_SYMBOLS.into());

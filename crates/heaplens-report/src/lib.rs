@@ -15,8 +15,10 @@
 pub mod analyze;
 pub mod cpu;
 pub mod cxx;
+pub mod diff;
 pub mod lifetimes;
 pub mod model;
+pub mod peak;
 pub mod render_text;
 pub mod replay;
 pub mod tables;

@@ -34,6 +34,10 @@ pub struct Report {
     /// mtrace++'s C++ tables, when asked for (`--cxx`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cxx: Option<crate::cxx::model::CxxTables>,
+    /// Per function and call path, what a diff compares, when asked for
+    /// ([`crate::Options::profile`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
 }
 
 /// A suppression and the blocks live at exit it covered.
@@ -354,4 +358,42 @@ pub struct CallGraphEntry {
     pub callers: Vec<CallGraphEdge>,
     /// Callees, most bytes first.
     pub callees: Vec<CallGraphEdge>,
+}
+
+/// The four numbers a diff compares, for a function, a call path or the whole run. Bytes are
+/// requested sizes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Metrics {
+    /// Bytes allocated.
+    pub bytes: u64,
+    /// Allocations.
+    pub calls: u64,
+    /// Bytes in use at the peak (the first moment the process's live bytes were highest).
+    pub peak_bytes: u64,
+    /// Bytes live at exit (suppressed blocks included: they are the same in both runs).
+    pub leaked_bytes: u64,
+}
+
+/// One function (`key` is its name) or call path (`key` is its frames, outermost first) of a
+/// [`Profile`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ProfileRow {
+    /// The function's name, or the path's frames outermost first.
+    pub key: Vec<String>,
+    /// Its numbers.
+    pub metrics: Metrics,
+}
+
+/// What `heaplens diff` compares of a run ([`crate::tables::profile`]), when asked for with
+/// [`crate::Options::profile`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    /// Per function the allocations are attributed to, sorted by name.
+    pub functions: Vec<ProfileRow>,
+    /// Per call path (its innermost `depth` frames), sorted.
+    pub paths: Vec<ProfileRow>,
+    /// Whether the bytes at the peak were counted (not for sampled or aggregated traces).
+    pub peak_known: bool,
+    /// Frames per path.
+    pub depth: usize,
 }

@@ -2,7 +2,7 @@
 
 use std::io::{self, IsTerminal};
 
-use heaplens_export::{default_metric, export, export_dataset, Format, Metric, Options};
+use heaplens_export::{default_metric, export, export_dataset, export_differential, Format, Metric, Options};
 use heaplens_interpret::names::for_terminal;
 
 use crate::{ExportArgs, ExportFormat, ExportMetric};
@@ -36,6 +36,11 @@ pub fn execute(a: &ExportArgs) -> anyhow::Result<()> {
     };
     let opts = Options { format, metric, progress: io::stderr().is_terminal() };
     let (done, wrote) = match (&a.dataset, &a.output) {
+        (Some(_), _) if a.base.is_some() => anyhow::bail!("--base is for collapsed, flamegraph and icicle"),
+        (None, Some(out)) if a.base.is_some() => {
+            let base = a.base.as_deref().expect("checked");
+            (export_differential(base, &a.trace, out, &opts)?, out.display().to_string())
+        }
         (Some(dir), _) => {
             if format != Format::Parquet {
                 anyhow::bail!("--dataset is for --format parquet");

@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod attribution;
+mod diff;
 mod export;
 mod map;
 mod one_process;
@@ -35,6 +37,10 @@ enum Command {
     Run(RunArgs),
     /// Print the summary and mprof's tables (leaks, size bins, direct allocators, call graph).
     Report(ReportArgs),
+    /// Compare two runs: the totals side by side, then the functions and call paths whose
+    /// bytes allocated, allocations, bytes at the peak or leaked bytes changed most, in both
+    /// directions. Functions match by name, never by address, so two builds compare.
+    Diff(diff::DiffArgs),
     /// Write the trace in another tool's format: folded stacks, flame graphs, pprof.
     Export(ExportArgs),
     /// Draw the memory map: time on x, address on y, one rectangle per block from its
@@ -160,30 +166,9 @@ pub struct ReportArgs {
     /// (`std::vector<…>::push_back(long const&)`) and a function's instantiations are one row.
     #[arg(long)]
     pub full_names: bool,
-    /// Also pass over frames whose function name matches REGEX when choosing which function an
-    /// allocation is charged to (your own allocation wrappers: `--skip '^xmalloc$'`); may be
-    /// given several times. By default an allocation is charged to the innermost frame of the
-    /// program's own code: the C library and loader, the C++ and Rust standard libraries
-    /// (std::, __gnu_cxx::, alloc::, core::, hashbrown::), replacement allocators and the
-    /// monitor are passed over, and the table names the library function it came through
-    /// (`make_widget  via std::vector<…>::push_back`).
-    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
-    pub skip: Vec<regex::Regex>,
-    /// Read more --skip patterns from FILE: one regular expression per line; blank lines and
-    /// lines starting with # are ignored.
-    #[arg(long, value_name = "FILE")]
-    pub skip_file: Option<PathBuf>,
-    /// Charge each allocation to the innermost frame, whatever it is (the standard library's
-    /// internals included), as mprof did.
-    #[arg(long, conflicts_with_all = ["skip", "skip_file"])]
-    pub raw_frames: bool,
-    /// Blocks live at exit that are not leaks, in LeakSanitizer's format: `leak:PATTERN` lines
-    /// matched against every frame's function and module (`*` any run of characters, `^` and `$`
-    /// anchor). They are counted apart from the leaks, as the runtime's own one-time buffers
-    /// (stdio, TLS, locale, ...) always are; the report says which matched how many blocks.
-    /// May be given several times.
-    #[arg(long, value_name = "FILE")]
-    pub suppressions: Vec<PathBuf>,
+    /// How allocations are charged to functions.
+    #[command(flatten)]
+    pub attribution: attribution::AttributionArgs,
     /// Rows shown per table (0 = all).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,
@@ -222,6 +207,11 @@ pub struct ExportArgs {
     /// `heaplens run --cpu-only`].
     #[arg(long, value_enum)]
     pub metric: Option<ExportMetric>,
+    /// Export the change from the run traced in BASE instead (with collapsed: `stack base new`
+    /// lines; with flamegraph or icicle: a differential flame graph, the new run's widths,
+    /// grown frames red, shrunk blue). Stacks match by function names, so two builds compare.
+    #[arg(long, value_name = "BASE")]
+    pub base: Option<PathBuf>,
 }
 
 /// The call sites the pictures give colours of their own (`map`, `timeline`, `view`).
@@ -477,7 +467,7 @@ pub enum Format {
 }
 
 /// Parses a byte count with an optional binary suffix (k/KiB, m/MiB, g/GiB).
-fn parse_regex(s: &str) -> Result<regex::Regex, String> {
+pub fn parse_regex(s: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(s).map_err(|e| e.to_string())
 }
 
@@ -508,7 +498,7 @@ fn main() -> ExitCode {
         Command::Map(a) => Some((&a.trace, "map")),
         Command::Timeline(a) => Some((&a.trace, "timeline")),
         Command::View(a) => Some((&a.trace, "view")),
-        Command::Run(_) | Command::Report(_) | Command::Snapshot(_) => None,
+        Command::Run(_) | Command::Report(_) | Command::Diff(_) | Command::Snapshot(_) => None,
     };
     if let Some((trace, command)) = one_process {
         one_process::note_children(trace, command);
@@ -516,6 +506,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(a) => run::execute(&a),
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Diff(a) => diff::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Map(a) => map::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),

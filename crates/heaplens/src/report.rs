@@ -5,8 +5,6 @@ use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use heaplens_interpret::paths::Attribution;
-use heaplens_interpret::suppress::Suppressions;
 use heaplens_report::render_text::{self, TextOptions};
 use heaplens_report::{analyze_file, Options, Report};
 
@@ -37,8 +35,9 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
         lifetimes: a.lifetimes,
         cxx: a.cxx,
         naming: heaplens_interpret::paths::Naming { by_line: a.lines, full_names: a.full_names },
-        attribution: attribution(a)?,
+        attribution: a.attribution.rule()?,
         payload_budget: (a.memory << 20) as usize,
+        profile: false,
     };
     let traces = traces(a)?;
     if traces.len() > 1 && (a.cpu || a.cxx || a.lifetimes || cpu_only(&traces[0])) {
@@ -130,32 +129,6 @@ fn text_options(a: &ReportArgs, opts: &Options) -> TextOptions {
     }
 }
 
-/// The attribution rule the options ask for: the program's own code, past the patterns of
-/// `--skip` and `--skip-file`, or the innermost frame with `--raw-frames`; with the runtime's
-/// suppressions and those of `--suppressions` files.
-fn attribution(a: &ReportArgs) -> anyhow::Result<Attribution> {
-    let mut skip = a.skip.clone();
-    if let Some(file) = &a.skip_file {
-        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-        for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let re =
-                regex::Regex::new(line).with_context(|| format!("{}:{n}: not a regular expression", file.display()))?;
-            skip.push(re);
-        }
-    }
-    let mut attribution = if a.raw_frames { Attribution::raw() } else { Attribution::own_code(skip) };
-    let mut suppressions = Suppressions::default();
-    for file in &a.suppressions {
-        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-        suppressions.add_lsan(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    }
-    attribution.suppressions = suppressions;
-    Ok(attribution)
-}
-
 /// The memory report (summary and tables) in the format asked for.
 fn memory_report(a: &ReportArgs, trace: &Path, opts: &Options) -> anyhow::Result<()> {
     let report = analyze_file(trace, opts)?;
@@ -212,7 +185,7 @@ fn cpu_only(trace: &std::path::Path) -> bool {
 }
 
 /// Writes a report to stdout.
-fn print(out: &str) -> anyhow::Result<()> {
+pub fn print(out: &str) -> anyhow::Result<()> {
     let mut stdout = io::stdout().lock();
     match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
         // `heaplens report t | head` is not an error.
@@ -221,7 +194,7 @@ fn print(out: &str) -> anyhow::Result<()> {
     }
 }
 
-fn warn_if_damaged(r: &Report) {
+pub fn warn_if_damaged(r: &Report) {
     let t = &r.trace;
     // A wrapper (a shell-script shim) that execs the real program leaves a trace of the
     // wrapper alone, which would otherwise read as the program's.

@@ -6,6 +6,7 @@ pub mod callgraph;
 pub mod direct;
 pub mod leaks;
 pub mod lifetimes;
+pub mod profile;
 pub mod summary;
 
 use crate::replay::Replay;

@@ -163,6 +163,7 @@ pub fn merge(reports: &[Report]) -> TreeReport {
         call_graph: call_graph::merge(reports, summary.bytes_allocated),
         lifetimes: None,
         cxx: None,
+        profile: None,
         summary,
     };
     merged.trace.events = reports.iter().map(|r| r.trace.events).sum();

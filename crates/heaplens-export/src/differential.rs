@@ -1,0 +1,57 @@
+//! The change between two runs as folded stacks and as a differential flame graph
+//! (`heaplens export NEW --base BASE`): Brendan Gregg's differential format, `stack base new`
+//! per line (what `difffolded.pl` and inferno's `inferno-diff-folded` write), which
+//! flamegraph.pl and inferno draw with the new run's widths, grown frames red and shrunk ones
+//! blue. Stacks match by their frames' names, never by address, so two builds compare.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+use heaplens_interpret::names::for_xml;
+
+use crate::collapsed::title;
+use crate::Metric;
+
+/// Joins the folded lines of the base run and the new one: `(stack, base, new)` per stack
+/// either run has, sorted by stack.
+pub fn join(base: &[(String, u64)], new: &[(String, u64)]) -> Vec<(String, u64, u64)> {
+    let mut both: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for (s, n) in base {
+        both.entry(s).or_default().0 += n;
+    }
+    for (s, n) in new {
+        both.entry(s).or_default().1 += n;
+    }
+    both.into_iter().map(|(s, (a, b))| (s.to_string(), a, b)).collect()
+}
+
+/// Writes the joined lines as differential folded stacks.
+pub fn write(w: &mut dyn Write, lines: &[(String, u64, u64)]) -> io::Result<()> {
+    for (stack, a, b) in lines {
+        writeln!(w, "{stack} {a} {b}")?;
+    }
+    Ok(())
+}
+
+/// Draws the joined lines as a differential flame graph (widths from the new run; red where a
+/// frame grew, blue where it shrank); `icicle` draws it top down.
+pub fn flamegraph(
+    w: &mut dyn Write,
+    lines: &[(String, u64, u64)],
+    metric: Metric,
+    (base, new): (&Path, &Path),
+    icicle: bool,
+) -> io::Result<()> {
+    let text: Vec<String> = lines.iter().map(|(s, a, b)| format!("{} {a} {b}", for_xml(s))).collect();
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = format!("{}: change by allocation stack (red grew, blue shrank)", title(metric));
+    let subtitle = format!("{} (base) to {}", base.display(), new.display());
+    opts.subtitle = Some(for_xml(&subtitle).into_owned());
+    opts.count_name = metric.unit().into();
+    opts.name_type = "Function:".into();
+    if icicle {
+        opts.direction = inferno::flamegraph::Direction::Inverted;
+    }
+    inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w).map_err(io::Error::other)
+}

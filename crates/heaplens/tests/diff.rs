@@ -1,0 +1,184 @@
+//! `heaplens diff` and the differential exports, on programs whose true change is known: two
+//! widgets runs of 10,000 and 20,000 widgets (other seeds), and two builds of
+//! `examples/diff_grow.c` where only `build_index` allocates twice as much (rebuilt with its
+//! code moved, so no address matches).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+fn i(v: &Value, path: &str) -> i64 {
+    let x = at(v, path);
+    x.as_i64().unwrap_or_else(|| panic!("{path} is not an integer: {x}"))
+}
+
+fn diff_json(dir: &WorkDir, base: &Path, new: &Path) -> Value {
+    let out =
+        heaplens(dir, &["diff".as_ref(), base.as_os_str(), new.as_os_str(), "--format".as_ref(), "json".as_ref()])
+            .ok("heaplens diff");
+    assert_no_panic(&out, "heaplens diff");
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{}", out.stdout))
+}
+
+/// The row of `changes` (`functions/grew`, ...) whose key is `key`.
+fn row<'a>(d: &'a Value, changes: &str, key: &[&str]) -> Option<&'a Value> {
+    arr(d, changes).iter().find(|r| arr(r, "key").iter().map(|k| k.as_str().unwrap()).eq(key.iter().copied()))
+}
+
+fn summary<'a>(d: &'a Value, name: &str) -> &'a Value {
+    arr(d, "summary").iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no {name} in {d}"))
+}
+
+/// diff_grow built as `name` with `flags`, run under heaplens: the trace and the program's truth.
+fn traced_grow(dir: &WorkDir, name: &str, flags: &[&str]) -> (PathBuf, std::collections::BTreeMap<String, String>) {
+    let mut all = C_FLAGS.to_vec();
+    all.extend_from_slice(flags);
+    let exe = compile(dir, "gcc", "diff_grow.c", name, &all);
+    let trace = dir.join(format!("{name}.hltrace"));
+    let out = run_traced(dir, &trace, &exe, &[] as &[&str]).ok("diff_grow under heaplens");
+    (trace, truth(&out.stdout, "diff_grow"))
+}
+
+/// `heaplens export NEW --base BASE --format FORMAT -o OUT`, which must succeed.
+fn export_change(dir: &WorkDir, (base, new): (&Path, &Path), format: &str, out: &Path) {
+    let args = ["export".as_ref(), new.as_os_str(), "--base".as_ref(), base.as_os_str(), "--format".as_ref()];
+    let mut all: Vec<&std::ffi::OsStr> = args.to_vec();
+    all.extend([format.as_ref(), "-o".as_ref(), out.as_os_str()]);
+    heaplens(dir, &all).ok("heaplens export --base");
+}
+
+#[test]
+fn twice_the_widgets_double_make_widget_and_grow_the_red_leak() {
+    let dir = WorkDir::new("diff-widgets");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let (a, b) = (dir.join("a.hltrace"), dir.join("b.hltrace"));
+    let ta = truth(&run_traced(&dir, &a, &exe, &["10000", "1"]).ok("widgets 10000").stdout, "widgets");
+    let tb = truth(&run_traced(&dir, &b, &exe, &["20000", "7"]).ok("widgets 20000").stdout, "widgets");
+    let size = num(&ta, "size");
+    let d = diff_json(&dir, &a, &b);
+    let made = |t| num(t, "made") as i64;
+    let red = |t| num(t, "red") as i64;
+
+    assert_eq!(i(summary(&d, "allocations"), "change"), made(&tb) - made(&ta));
+    assert_eq!(i(summary(&d, "bytes_allocated"), "change"), (made(&tb) - made(&ta)) * size as i64);
+    assert_eq!(i(summary(&d, "leaked_bytes"), "change"), (red(&tb) - red(&ta)) * size as i64);
+    // make_widget, the only function that calls malloc: exactly twice the allocations.
+    let grew = arr(&d, "functions/grew");
+    assert_eq!(grew.len(), 1, "only make_widget allocates: {grew:?}");
+    let mw = row(&d, "functions/grew", &["make_widget"]).expect("make_widget grew");
+    assert_eq!(u(mw, "new/calls"), 2 * u(mw, "base/calls"), "{mw}");
+    assert_eq!(u(mw, "base/calls"), made(&ta) as u64);
+    assert_eq!(i(mw, "change/bytes"), made(&ta) * size as i64);
+    assert!(arr(&d, "functions/shrank").is_empty(), "{d}");
+    // The leak grew by the extra red widgets, on the path through make_red_widget.
+    let red_path = arr(&d, "paths/grew")
+        .iter()
+        .find(|r| arr(r, "key").iter().any(|k| k == "make_red_widget"))
+        .unwrap_or_else(|| panic!("no path through make_red_widget grew: {d}"));
+    assert_eq!(i(red_path, "change/leaked_bytes"), (red(&tb) - red(&ta)) * size as i64, "{red_path}");
+    assert_eq!(u(red_path, "base/leaked_bytes"), red(&ta) as u64 * size);
+    let blue_path = arr(&d, "paths/grew")
+        .iter()
+        .find(|r| arr(r, "key").iter().any(|k| k == "make_blue_widget"))
+        .expect("the blue path grew");
+    assert_eq!(i(blue_path, "change/leaked_bytes"), 0, "blue widgets are freed: {blue_path}");
+
+    // The text names them too.
+    let text = heaplens(&dir, &["diff".as_ref(), a.as_os_str(), b.as_os_str()]).ok("heaplens diff").stdout;
+    assert!(text.contains("FUNCTIONS THAT GREW") && text.contains("make_widget"), "{text}");
+    assert!(text.contains("main > make_red_widget > make_widget"), "{text}");
+}
+
+#[test]
+fn a_rebuilt_program_shows_the_one_function_that_changed() {
+    let dir = WorkDir::new("diff-rebuilt");
+    let (a, ta) = traced_grow(&dir, "grow_once", &[]);
+    let (b, tb) = traced_grow(&dir, "grow_twice", &["-DFACTOR=2", "-DPAD"]);
+    let d = diff_json(&dir, &a, &b);
+    assert_eq!(arr(&d, "functions/grew").len(), 1, "build_index alone changed: {d}");
+    assert!(arr(&d, "functions/shrank").is_empty(), "{d}");
+    let f = row(&d, "functions/grew", &["build_index"]).expect("build_index grew");
+    let extra = (num(&tb, "build_index") - num(&ta, "build_index")) as i64;
+    assert_eq!(i(f, "change/bytes"), extra);
+    assert_eq!(i(f, "change/calls"), (num(&tb, "build_index_calls") - num(&ta, "build_index_calls")) as i64);
+    // Its blocks are all held when main frees them: the peak grew by as much.
+    assert_eq!(i(f, "change/peak_bytes"), extra, "{f}");
+    assert_eq!(i(summary(&d, "peak_bytes"), "change"), extra);
+    assert_eq!(arr(&d, "paths/grew").len(), 1, "{d}");
+
+    // The differential flame graph parses, and only build_index (grown) is red.
+    let svg = dir.join("change.svg");
+    export_change(&dir, (&a, &b), "flamegraph", &svg);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let mut py = Command::new("python3");
+    py.args(["-c", "import sys, xml.etree.ElementTree as E; print(E.parse(sys.argv[1]).getroot().tag)"]).arg(&svg);
+    let parsed = run_cmd(py, &dir.path).ok("python3's XML parser reads the SVG");
+    assert!(parsed.stdout.contains("svg"), "{}", parsed.stdout);
+    let fill = |name: &str| -> String {
+        let at = text.find(&format!("<title>{name} (")).unwrap_or_else(|| panic!("no frame {name}"));
+        let rest = &text[at..];
+        let f = rest.find("fill=\"").unwrap() + 6;
+        rest[f..f + rest[f..].find('"').unwrap()].to_string()
+    };
+    let red = |c: &str| c.starts_with("rgb(255,") && !c.starts_with("rgb(255,255");
+    assert!(red(&fill("build_index")), "build_index grew: {}", fill("build_index"));
+    for same in ["parse_input", "write_output"] {
+        assert_eq!(fill(same), "rgb(250,250,250)", "{same} did not change");
+    }
+    // The folded form: `stack base new`, build_index's numbers the program's.
+    let folded = dir.join("change.folded");
+    export_change(&dir, (&a, &b), "collapsed", &folded);
+    let lines = std::fs::read_to_string(&folded).unwrap();
+    let line = lines.lines().find(|l| l.split(' ').next().unwrap().ends_with(";build_index")).expect("build_index");
+    let n: Vec<u64> = line.rsplitn(3, ' ').take(2).map(|x| x.parse().unwrap()).collect();
+    assert_eq!((n[1], n[0]), (num(&ta, "build_index"), num(&tb, "build_index")), "{line}");
+
+    // go tool pprof -diff_base on the two pprof exports: the same change at build_index.
+    let (pa, pb) = (dir.join("a.pb.gz"), dir.join("b.pb.gz"));
+    for (t, p) in [(&a, &pa), (&b, &pb)] {
+        heaplens(
+            &dir,
+            &["export".as_ref(), t.as_os_str(), "--format".as_ref(), "pprof".as_ref(), "-o".as_ref(), p.as_os_str()],
+        )
+        .ok("export --format pprof");
+    }
+    let mut go = Command::new("go");
+    go.args(["tool", "pprof", "-top", "-sample_index=alloc_space", "-unit=B", "-diff_base"]).arg(&pa).arg(&pb);
+    let top = run_cmd(go, &dir.path).ok("go tool pprof -diff_base (apt-get install golang-go)").stdout;
+    let flat: Vec<(String, String)> = top
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|c| c.len() >= 6 && c[0].ends_with('B'))
+        .map(|c| (c[5].to_string(), c[0].to_string()))
+        .collect();
+    let changed: Vec<&(String, String)> = flat.iter().filter(|(_, v)| v != "0").collect();
+    assert_eq!(changed, vec![&("build_index".to_string(), format!("{extra}B"))], "{top}");
+}
+
+#[test]
+fn a_trace_against_itself_is_no_change() {
+    let dir = WorkDir::new("diff-self");
+    let (_, trace) = traced_widgets(&dir, &["2000"]);
+    let d = diff_json(&dir, &trace, &trace);
+    for changes in ["functions/grew", "functions/shrank", "paths/grew", "paths/shrank"] {
+        assert!(arr(&d, changes).is_empty(), "{changes}: {d}");
+    }
+    assert!(arr(&d, "summary").iter().all(|s| i(s, "change") == 0), "{d}");
+    let text = heaplens(&dir, &["diff".as_ref(), trace.as_os_str(), trace.as_os_str()]).ok("heaplens diff").stdout;
+    assert!(text.contains("No function or call path changed."), "{text}");
+}
+
+#[test]
+fn a_bad_trace_is_one_line_and_status_2() {
+    let dir = WorkDir::new("diff-bad");
+    let (_, trace) = traced_widgets(&dir, &["100"]);
+    let missing = dir.join("missing.hltrace");
+    let out = heaplens(&dir, &["diff".as_ref(), trace.as_os_str(), missing.as_os_str()]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert_one_line_error(&out, "heaplens diff with a missing trace");
+    assert!(out.stderr.contains("missing.hltrace"), "{}", out.stderr);
+}
