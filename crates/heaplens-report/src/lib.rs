@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod analyze;
+pub mod budget;
 pub mod cpu;
 pub mod cxx;
 pub mod diff;

@@ -372,6 +372,8 @@ pub struct Metrics {
     pub peak_bytes: u64,
     /// Bytes live at exit (suppressed blocks included: they are the same in both runs).
     pub leaked_bytes: u64,
+    /// Allocations freed by their thread's very next event (heaptrack's temporaries).
+    pub temporary: u64,
 }
 
 /// One function (`key` is its name) or call path (`key` is its frames, outermost first) of a

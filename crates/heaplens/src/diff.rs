@@ -46,7 +46,7 @@ pub fn options(attribution: &AttributionArgs, path_depth: usize) -> anyhow::Resu
 
 /// Analyses one run for a comparison, saying on stderr what is wrong with a damaged trace.
 pub fn analyze(trace: &std::path::Path, opts: &Options) -> anyhow::Result<Report> {
-    let r = analyze_file(trace, opts).with_context(|| format!("{}", trace.display()))?;
+    let r = analyze_file(trace, opts)?;
     crate::report::warn_if_damaged(&r);
     Ok(r)
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod attribution;
+mod check;
 mod diff;
 mod export;
 mod map;
@@ -41,6 +42,10 @@ enum Command {
     /// bytes allocated, allocations, bytes at the peak or leaked bytes changed most, in both
     /// directions. Functions match by name, never by address, so two builds compare.
     Diff(diff::DiffArgs),
+    /// Check a run against memory budgets, for CI: exit 0 when every budget holds, 1 when one
+    /// is broken (a line each, naming the function contributing most), 2 when the trace
+    /// cannot be read. Budgets come as options or from a TOML file kept in the repository.
+    Check(check::CheckArgs),
     /// Write the trace in another tool's format: folded stacks, flame graphs, pprof.
     Export(ExportArgs),
     /// Draw the memory map: time on x, address on y, one rectangle per block from its
@@ -104,6 +109,14 @@ pub struct RunArgs {
     /// Print nothing but the program's own output.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Check the run against memory budgets once it ends (the options below, or --budgets
+    /// FILE), as `heaplens check` does: the verdicts go to stderr, and when the program
+    /// succeeded, heaplens exits 1 if a budget is broken. A program's own failure status wins.
+    #[arg(long)]
+    pub check: bool,
+    /// The budgets of --check.
+    #[command(flatten)]
+    pub budgets: check::BudgetArgs,
     /// The program to profile and its arguments.
     /// Taken as the OS gives them: arguments and paths need not be UTF-8.
     #[arg(required = true, value_name = "PROGRAM [ARGS]...", value_parser = clap::value_parser!(std::ffi::OsString))]
@@ -471,7 +484,8 @@ pub fn parse_regex(s: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(s).map_err(|e| e.to_string())
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+/// A size in bytes with an optional binary unit (`4096`, `512KiB`, `512k`, `64MiB`, `1GiB`).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
@@ -483,11 +497,26 @@ fn parse_size(s: &str) -> Result<u64, String> {
         "g" | "gb" | "gib" => 1 << 30,
         _ => return Err(format!("unknown unit in `{s}` (use KiB, MiB or GiB)")),
     };
-    let v = n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))?;
-    if v == 0 {
-        return Err("the sampling rate must be at least 1 byte".into());
+    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    match parse_bytes(s)? {
+        0 => Err("the sampling rate must be at least 1 byte".into()),
+        v => Ok(v),
     }
-    Ok(v)
+}
+
+/// A percentage, `10%` or `10` (at least 0).
+pub fn parse_percent(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v: f64 =
+        t.strip_suffix('%').unwrap_or(t).trim().parse().map_err(|_| format!("`{s}` is not a percentage (try 10%)"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("`{s}` is not a percentage of 0 or more"))
+    }
 }
 
 fn main() -> ExitCode {
@@ -498,7 +527,7 @@ fn main() -> ExitCode {
         Command::Map(a) => Some((&a.trace, "map")),
         Command::Timeline(a) => Some((&a.trace, "timeline")),
         Command::View(a) => Some((&a.trace, "view")),
-        Command::Run(_) | Command::Report(_) | Command::Diff(_) | Command::Snapshot(_) => None,
+        Command::Run(_) | Command::Report(_) | Command::Diff(_) | Command::Check(_) | Command::Snapshot(_) => None,
     };
     if let Some((trace, command)) = one_process {
         one_process::note_children(trace, command);
@@ -507,6 +536,7 @@ fn main() -> ExitCode {
         Command::Run(a) => run::execute(&a),
         Command::Report(a) => report::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Diff(a) => diff::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Check(a) => check::execute(&a),
         Command::Export(a) => export::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Map(a) => map::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),
@@ -546,5 +576,15 @@ mod tests {
         assert!(parse_size("0").is_err());
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn budgets_take_zero_and_percentages() {
+        assert_eq!(super::parse_bytes("0"), Ok(0));
+        assert_eq!(super::parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(super::parse_percent("10%"), Ok(10.0));
+        assert_eq!(super::parse_percent("2.5"), Ok(2.5));
+        assert!(super::parse_percent("-3%").is_err());
+        assert!(super::parse_percent("ten").is_err());
     }
 }

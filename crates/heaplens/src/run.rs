@@ -137,6 +137,13 @@ fn monotonic_ns() -> u64 {
 /// Runs `heaplens run`; returns the program's exit code, or does not return when the program
 /// died by a signal (heaplens then dies by the same signal).
 pub fn execute(a: &RunArgs) -> Result<ExitCode> {
+    if !a.check && a.budgets != crate::check::BudgetArgs::default() {
+        anyhow::bail!("budgets are checked with --check");
+    }
+    if a.check {
+        // A malformed budget is found before the program runs, not after.
+        a.budgets.resolve()?;
+    }
     let preload = if a.cpu_only { find_cpu_preload()? } else { find_preload()? };
     let program = &a.command[0];
     let shown = Path::new(program).display();
@@ -228,6 +235,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     if a.follow_children && trace.is_file() {
         gather_children(&dest.monitor, &trace, child.id());
     }
+    let mut written = None;
     if trace.is_file() {
         let appended = append_exit(&trace, &exit).and_then(|()| match &symbols {
             Some(t) => heaplens_interpret::symbolize::embedded::append(&trace, t).context("cannot append the symbols"),
@@ -249,6 +257,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
             },
             None => (trace, appended),
         };
+        written = Some(trace.clone());
         match appended {
             Ok(()) if !a.quiet => {
                 eprintln!("heaplens: trace written to {}", trace.display());
@@ -287,6 +296,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         );
     }
 
+    let broken = a.check && !check_run(written.as_deref(), a);
     if let Some(sig) = status.signal() {
         // SAFETY: restore the default action and die the way the program did.
         unsafe {
@@ -295,7 +305,31 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::from(128 + sig as u8));
     }
-    Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+    match status.code() {
+        Some(0) if broken => Ok(ExitCode::from(1)),
+        code => Ok(ExitCode::from(code.unwrap_or(1) as u8)),
+    }
+}
+
+/// `--check`: the run's trace against the budgets, the verdicts on stderr. True when every
+/// budget holds; a trace that cannot be checked breaks them.
+fn check_run(trace: Option<&Path>, a: &RunArgs) -> bool {
+    let Some(trace) = trace else {
+        eprintln!("heaplens: check: no trace to check");
+        return false;
+    };
+    match crate::check::verdicts(trace, &a.budgets, &Default::default()) {
+        Ok(v) => {
+            for line in crate::check::text(&v).lines() {
+                eprintln!("heaplens: check: {line}");
+            }
+            v.iter().all(|x| x.holds)
+        }
+        Err(e) => {
+            eprintln!("heaplens: check: {}", heaplens_interpret::names::for_terminal(&format!("{e:#}")));
+            false
+        }
+    }
 }
 
 /// Appends the exit record to a finished trace.

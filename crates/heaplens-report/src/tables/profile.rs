@@ -16,6 +16,7 @@ struct Acc {
     calls: f64,
     peak: f64,
     leaked: f64,
+    temporary: f64,
 }
 
 impl Acc {
@@ -25,6 +26,7 @@ impl Acc {
             calls: count(self.calls),
             peak_bytes: count(self.peak),
             leaked_bytes: count(self.leaked),
+            temporary: count(self.temporary),
         }
     }
 }
@@ -46,6 +48,7 @@ pub fn profile(inp: Inputs<'_>, at_peak: Option<&IdMap<u32, u64>>, depth: usize)
             a.calls += s.allocs;
             a.peak += peak;
             a.leaked += s.kept_bytes;
+            a.temporary += s.temporary;
         };
         let path = inp.paths.get(i);
         let name = |site: &u32| inp.frames.name(inp.frames.function_of(*site)).to_string();

@@ -1,0 +1,194 @@
+//! `heaplens check` and `heaplens run --check`: each budget holds at the run's true value and
+//! breaks one below it, the exit statuses (0, 1, 2), the budgets file, growth over a base run.
+//! Widgets' truth: `made` allocations of `size` bytes, `red` of them leaked; diff_grow's: 300
+//! temporaries in parse_input, 50 in write_output, build_index's blocks held to the end.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+fn check(dir: &WorkDir, trace: &Path, args: &[&str]) -> Out {
+    let mut all: Vec<&OsStr> = vec!["check".as_ref(), trace.as_os_str()];
+    all.extend(args.iter().map(OsStr::new));
+    let out = heaplens(dir, &all);
+    assert_no_panic(&out, "heaplens check");
+    out
+}
+
+/// The verdicts of `check --format json`, which must exit `status`.
+fn verdicts(dir: &WorkDir, trace: &Path, args: &[&str], status: i32) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["--format", "json"]);
+    let out = check(dir, trace, &all);
+    assert_eq!(out.status.code(), Some(status), "heaplens check {args:?}\n{}", out.show());
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("invalid JSON ({e}):\n{}", out.stdout))
+}
+
+/// Checks one budget at `value` (holds) and at `value - 1` (breaks), where `value` is the run's
+/// true number; the broken verdict names `top` and the run's value.
+fn holds_at_and_breaks_below(dir: &WorkDir, trace: &Path, option: &str, value: u64, top: &str) {
+    let at = value.to_string();
+    let v = verdicts(dir, trace, &[option, &at], 0);
+    assert_eq!(v["holds"], true, "{v}");
+    let below = (value - 1).to_string();
+    let v = verdicts(dir, trace, &[option, &below], 1);
+    let b = &arr(&v, "budgets")[0];
+    assert_eq!((b["holds"].as_bool(), b["value"].as_f64()), (Some(false), Some(value as f64)), "{b}");
+    assert_eq!(b["top"]["function"], top, "{b}");
+    // The text form: one FAIL line naming the value, the limit and the function.
+    let out = check(dir, trace, &[option, &below]);
+    assert_eq!(out.status.code(), Some(1), "{}", out.show());
+    let fail: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+    assert_eq!(fail.len(), 1, "{}", out.stdout);
+    assert!(fail[0].contains(&format!("({option})")) && fail[0].contains(top), "{}", fail[0]);
+}
+
+#[test]
+fn each_budget_holds_at_the_true_value_and_breaks_below_it() {
+    let dir = WorkDir::new("check-budgets");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let t = truth(&run_traced(&dir, &trace, &exe, &["1000"]).ok("widgets").stdout, "widgets");
+    let (made, red, size) = (num(&t, "made"), num(&t, "red"), num(&t, "size"));
+    let peak = u(&report(&dir, &trace), "summary/peak_bytes");
+    holds_at_and_breaks_below(&dir, &trace, "--max-peak", peak, "make_widget");
+    holds_at_and_breaks_below(&dir, &trace, "--max-leaked", red * size, "make_widget");
+    holds_at_and_breaks_below(&dir, &trace, "--max-allocations", made, "make_widget");
+    // --no-leaks: widgets leaks its red widgets.
+    let v = verdicts(&dir, &trace, &["--no-leaks"], 1);
+    assert_eq!(at(&v, "budgets/0/value").as_f64(), Some(red as f64), "{v}");
+    // Sizes with units.
+    assert_eq!(verdicts(&dir, &trace, &["--max-peak", "64MiB", "--max-leaked", "1MiB"], 0)["holds"], true);
+
+    // Temporaries: diff_grow's 350 of its allocations.
+    let grow = compile_c(&dir, "diff_grow.c", &[]);
+    let gt = dir.join("g.hltrace");
+    run_traced(&dir, &gt, &grow, &[] as &[&str]).ok("diff_grow");
+    let r = report(&dir, &gt);
+    let (temps, allocs) = (u(&r, "summary/temporary_allocations"), u(&r, "summary/allocations"));
+    assert_eq!(temps, 350, "parse_input's 300 and write_output's 50");
+    let share = temps as f64 * 100.0 / allocs as f64;
+    let v = verdicts(&dir, &gt, &["--max-temporary", &format!("{}%", share.ceil())], 0);
+    assert_eq!(v["holds"], true, "{v}");
+    let v = verdicts(&dir, &gt, &["--max-temporary", &format!("{}", share.floor())], 1);
+    let b = &arr(&v, "budgets")[0];
+    assert_eq!(b["top"]["function"], "parse_input", "{b}");
+    assert_eq!(b["top"]["amount"], 300, "{b}");
+    // No leaks there (the stdio buffer is the runtime's, suppressed).
+    assert_eq!(verdicts(&dir, &gt, &["--no-leaks"], 0)["holds"], true);
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let dir = WorkDir::new("check-bad");
+    let (_, trace) = traced_widgets(&dir, &["100"]);
+    let missing = dir.join("missing.hltrace");
+    for (args, what) in [
+        (vec![missing.to_str().unwrap(), "--max-peak", "1MiB"], "a missing trace"),
+        (vec![trace.to_str().unwrap()], "no budget"),
+        (vec![trace.to_str().unwrap(), "--max-growth", "10%"], "growth without a base"),
+    ] {
+        let out = heaplens(&dir, &[&["check"], args.as_slice()].concat());
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", out.show());
+        assert_one_line_error(&out, what);
+    }
+    // clap's own usage error, which says what was wrong with the size, also exits 2.
+    let out = check(&dir, &trace, &["--max-peak", "12 parsecs"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stderr.contains("unknown unit in `12 parsecs`"), "{}", out.stderr);
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "max_peak = \"1MiB\"\nmax_peek = \"4MiB\"\n").unwrap();
+    let out = check(&dir, &trace, &["--budgets", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert_one_line_error(&out, "a misspelt budget");
+    assert!(out.stderr.contains("bad.toml:2") && out.stderr.contains("max_peek"), "{}", out.stderr);
+}
+
+#[test]
+fn a_budgets_file_and_options_over_it() {
+    let dir = WorkDir::new("check-file");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let t = truth(&run_traced(&dir, &trace, &exe, &["1000"]).ok("widgets").stdout, "widgets");
+    let made = num(&t, "made");
+    let file = dir.join("budgets.toml");
+    std::fs::write(
+        &file,
+        format!("# memory budgets\nmax_peak = \"64MiB\"\nmax_allocations = {}\nmax_temporary = \"5%\"\n", made - 1),
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let v = verdicts(&dir, &trace, &["--budgets", f], 1);
+    let broken: Vec<&str> =
+        arr(&v, "budgets").iter().filter(|b| b["holds"] == false).map(|b| b["budget"].as_str().unwrap()).collect();
+    assert_eq!(broken, ["max-allocations"], "{v}");
+    assert_eq!(arr(&v, "budgets").len(), 3, "{v}");
+    // An option wins over the file.
+    let v = verdicts(&dir, &trace, &["--budgets", f, "--max-allocations", &made.to_string()], 0);
+    assert_eq!(v["holds"], true, "{v}");
+}
+
+#[test]
+fn growth_over_a_base_run_names_the_function_that_grew() {
+    let dir = WorkDir::new("check-growth");
+    let traced = |name: &str, flags: &[&str]| {
+        let mut all = C_FLAGS.to_vec();
+        all.extend_from_slice(flags);
+        let exe = compile(&dir, "gcc", "diff_grow.c", name, &all);
+        let trace = dir.join(format!("{name}.hltrace"));
+        run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("diff_grow");
+        trace
+    };
+    let base = traced("once", &[]);
+    let new = traced("twice", &["-DFACTOR=2"]);
+    let (rb, rn) = (report(&dir, &base), report(&dir, &new));
+    let growth = |k: &str| (u(&rn, k) as f64 - u(&rb, k) as f64) * 100.0 / u(&rb, k) as f64;
+    let peak = growth("summary/peak_bytes");
+    assert!(peak > growth("summary/allocations") && peak > growth("summary/bytes_allocated"));
+    let b = base.to_str().unwrap();
+    let v = verdicts(&dir, &new, &["--base", b, "--max-growth", &format!("{}%", peak.ceil())], 0);
+    assert_eq!(arr(&v, "budgets").len(), 4, "allocations, bytes, peak and leaks: {v}");
+    let v = verdicts(&dir, &new, &["--base", b, "--max-growth", &format!("{}%", peak.floor())], 1);
+    let broken: Vec<&Value> = arr(&v, "budgets").iter().filter(|b| b["holds"] == false).collect();
+    assert_eq!(broken.len(), 1, "only the peak grew that much: {v}");
+    assert_eq!(broken[0]["what"], "growth of peak bytes over the base");
+    assert_eq!(broken[0]["top"]["function"], "build_index");
+    assert_eq!(broken[0]["top"]["amount"], 200 * 48, "build_index's extra bytes");
+    // The same against itself: no growth.
+    assert_eq!(verdicts(&dir, &new, &["--base", new.to_str().unwrap(), "--max-growth", "0%"], 0)["holds"], true);
+}
+
+#[test]
+fn run_check_runs_and_checks_in_one_step() {
+    let dir = WorkDir::new("check-run");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let run = |budget: &str, program: &[&OsStr]| {
+        let mut all: Vec<&OsStr> = ["run", "-q", "--check", "--max-allocations", budget, "-o"].map(OsStr::new).to_vec();
+        all.push(trace.as_os_str());
+        all.push("--".as_ref());
+        all.extend_from_slice(program);
+        heaplens(&dir, &all)
+    };
+    let widgets: [&OsStr; 2] = [exe.as_os_str(), "500".as_ref()];
+    let bare = run_bare(&dir, &exe, &["500"]);
+    let ok = run("500", &widgets);
+    assert_eq!(ok.status.code(), Some(0), "{}", ok.show());
+    assert_eq!(ok.stdout, bare.stdout, "the program's output passes through");
+    assert!(ok.stderr.contains("heaplens: check: all 1 budgets hold"), "{}", ok.stderr);
+    let broken = run("499", &widgets);
+    assert_eq!(broken.status.code(), Some(1), "{}", broken.show());
+    assert!(broken.stderr.contains("FAIL  allocations: 500, over the budget of 499"), "{}", broken.stderr);
+    assert!(trace.is_file(), "the trace stays for a closer look");
+    // The program's own failure wins over the budgets.
+    let failing: [&OsStr; 3] = ["sh".as_ref(), "-c".as_ref(), "exit 3".as_ref()];
+    assert_eq!(run("0", &failing).status.code(), Some(3));
+    // Budgets without --check are a mistake, said before the program runs.
+    let out = heaplens(&dir, &["run", "--max-peak", "1MiB", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stderr.contains("--check"), "{}", out.stderr);
+}
