@@ -1,6 +1,7 @@
 //! Report a Rust program's own allocators to heaplens: the calls of `include/heaplens.h`
 //! ([`alloc`], [`free`], [`pool_name`], [`pool_reset`]) and [`Tracked`], a [`GlobalAlloc`]
-//! wrapper that reports every block of the allocator it wraps.
+//! wrapper that reports every block of the allocator it wraps; and assert on the heap in tests
+//! with [`stats`] (the monitor's counters under heaplens, [`Counting`]'s without).
 //!
 //! Under `heaplens run` each block is recorded with its call stack, its pool as the innermost
 //! frame (`[pool] NAME`), so the pool shows in every report, export and picture as an
@@ -31,6 +32,9 @@
 //! ```
 
 #![warn(missing_docs)]
+
+mod stats;
+pub use stats::{stats, Counting, HeapStats, Source};
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::ffi::{c_char, c_int, c_void, CStr};

@@ -33,6 +33,7 @@ pub mod crash;
 #[cfg_attr(feature = "cpu_monitor", allow(unused_macros, unused_imports))]
 pub mod fastpath;
 pub mod heap;
+pub mod heap_stats;
 // In the CPU-only monitor the allocation hooks are built but not exported (see `hooks::entry!`).
 #[cfg_attr(feature = "cpu_monitor", allow(dead_code, unused_imports, unused_macros))]
 pub mod hooks;

@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use heaplens_trace::Op;
 
 use crate::thread::ThreadState;
-use crate::{aggregate, output, procinfo, sampling, thread, tls};
+use crate::{aggregate, heap_stats, output, procinfo, sampling, thread, tls};
 
 pub use crate::unwind::Caller;
 
@@ -60,6 +60,9 @@ pub unsafe fn alloc_usable(
         sampling::insert(p as u64);
     }
     guarded(|| {
+        if heap_stats::enabled() && !p.is_null() && op != Op::PoolAlloc {
+            heap_stats::allocated(p as u64, size as u64);
+        }
         let Some(t) = thread::current() else { return };
         let usable = if p.is_null() { 0 } else { usable(p) };
         if aggregate::enabled() {
@@ -126,6 +129,14 @@ pub unsafe fn realloc_usable(
         (old, p, size)
     };
     guarded(|| {
+        if heap_stats::enabled() {
+            if !old.is_null() && !(p.is_null() && size != 0) {
+                heap_stats::released(old as u64);
+            }
+            if !p.is_null() {
+                heap_stats::allocated(p as u64, size as u64);
+            }
+        }
         let Some(t) = thread::current() else { return };
         let usable = if p.is_null() { 0 } else { usable(p) };
         if aggregate::enabled() {
@@ -159,6 +170,9 @@ pub unsafe fn realloc_usable(
 #[inline(always)]
 pub fn dealloc(op: Op, p: *mut c_void) {
     guarded(|| {
+        if heap_stats::enabled() && !p.is_null() && op != Op::PoolFree {
+            heap_stats::released(p as u64);
+        }
         let Some(t) = thread::current() else { return };
         if aggregate::enabled() {
             t.counters(|c| {

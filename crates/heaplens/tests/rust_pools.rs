@@ -6,26 +6,12 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
 
 #[test]
 fn a_tracked_global_allocator_and_an_arena_report_exact_blocks() {
     let dir = WorkDir::new("rust-pools");
-    let api = examples_dir().join("../crates/heaplens-api/src/lib.rs");
-    let mut lib = Command::new("rustc");
-    lib.args(["--crate-type", "rlib", "--crate-name", "heaplens_api", "--edition", "2021", "-O", "--out-dir"]);
-    lib.arg(&dir.path).arg(&api);
-    let built = run_cmd(lib, &dir.path);
-    assert!(built.status.success(), "rustc heaplens-api failed\n{}", built.show());
-    let exe = dir.join("rust_pools");
-    let mut rustc = Command::new("rustc");
-    rustc.args(["-O", "-g", "--edition", "2021", "--extern"]);
-    rustc.arg(format!("heaplens_api={}", dir.join("libheaplens_api.rlib").display()));
-    rustc.arg("-o").arg(&exe).arg(examples_dir().join("rust_pools.rs"));
-    let built = run_cmd(rustc, &dir.path);
-    assert!(built.status.success(), "rustc rust_pools failed\n{}", built.show());
+    let exe = compile_rust_with_api(&dir, "rust_pools.rs", "rust_pools", &[]);
 
     let bare = run_bare(&dir, &exe, &["2000"]).ok("bare run");
     assert!(bare.stdout.contains("recording=false"), "{}", bare.stdout);

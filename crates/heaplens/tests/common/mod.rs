@@ -321,6 +321,27 @@ pub fn compile_rust(dir: &WorkDir, src: &str, out: &str) -> PathBuf {
     exe
 }
 
+/// Compiles the heaplens-api crate into `dir/libheaplens_api.rlib` and a Rust example that uses
+/// it, `examples/SRC`, into `dir/out` with `extra` rustc flags (`--test`, `--cfg x`).
+pub fn compile_rust_with_api(dir: &WorkDir, src: &str, out: &str, extra: &[&str]) -> PathBuf {
+    let rlib = dir.join("libheaplens_api.rlib");
+    if !rlib.is_file() {
+        let api = examples_dir().join("../crates/heaplens-api/src/lib.rs");
+        let mut lib = Command::new("rustc");
+        lib.args(["--crate-type", "rlib", "--crate-name", "heaplens_api", "--edition", "2021", "-O", "--out-dir"]);
+        lib.arg(&dir.path).arg(&api);
+        let built = run_cmd(lib, &dir.path);
+        assert!(built.status.success(), "rustc heaplens-api failed\n{}", built.show());
+    }
+    let exe = dir.join(out);
+    let mut rustc = Command::new("rustc");
+    rustc.args(["-O", "-g", "--edition", "2021", "--extern"]).arg(format!("heaplens_api={}", rlib.display()));
+    rustc.args(extra).arg("-o").arg(&exe).arg(examples_dir().join(src));
+    let built = run_cmd(rustc, &dir.path);
+    assert!(built.status.success(), "rustc {src} failed\n{}", built.show());
+    exe
+}
+
 /// Compiles a C example with [`C_FLAGS`] plus `extra`.
 pub fn compile_c(dir: &WorkDir, src: &str, extra: &[&str]) -> PathBuf {
     let mut flags: Vec<&str> = C_FLAGS.to_vec();
