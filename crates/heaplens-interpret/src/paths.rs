@@ -129,7 +129,8 @@ fn in_library_namespace(qualified: &str) -> bool {
 /// A Rust method of an impl block, `<Type>::method` or `<Type as Trait>::method`, belongs to the
 /// library when its type does (`<alloc::vec::Vec<…> as core::clone::Clone>::clone`), or when
 /// the type is a primitive, a slice or a generic parameter and the trait, if any, is the
-/// library's (`<[T]>::to_vec`, `<str as alloc::string::ToString>::to_string`). An impl of a
+/// library's (`<[T]>::to_vec`, `<str as alloc::string::ToString>::to_string`, or a trait local to
+/// the library's code, `<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec`). An impl of a
 /// library trait for the program's own type (`<app::Config as core::clone::Clone>::clone`) is
 /// the program's code.
 fn is_library_impl(qualified: &str) -> bool {
@@ -182,7 +183,8 @@ fn is_library_impl(qualified: &str) -> bool {
                 | "…"
         )
         || (self_type.len() == 1 && self_type.starts_with(|c: char| c.is_ascii_uppercase()));
-    primitive && (!is_trait || in_library_namespace(&rest[end + 4..]))
+    // The trait may be local to a library function's impl (`<[_]>::to_vec_in::ConvertVec`).
+    primitive && (!is_trait || in_library_namespace(&rest[end + 4..]) || is_library_impl(&rest[end + 4..]))
 }
 
 /// A function: its display name and module. Functions are told apart by both.
@@ -618,6 +620,7 @@ mod tests {
             "hashbrown::raw::alloc::inner::do_alloc",
             "<alloc::vec::Vec<…> as core::clone::Clone>::clone",
             "<[T]>::to_vec",
+            "<u8 as <[_]>::to_vec_in::ConvertVec>::to_vec::<…>",
             "<str as alloc::string::ToString>::to_string",
             "<T as alloc::string::ToString>::to_string",
             "std::collections::hash::map::HashMap<…>::insert",
