@@ -44,11 +44,23 @@ pub fn options(attribution: &AttributionArgs, path_depth: usize) -> anyhow::Resu
     })
 }
 
-/// Analyses one run for a comparison, saying on stderr what is wrong with a damaged trace.
+/// Analyses one run for a comparison, saying on stderr what is wrong with a damaged trace: a
+/// process, or the process tree whose first trace it is (`--follow-children`), summed as
+/// `heaplens report` sums it.
 pub fn analyze(trace: &std::path::Path, opts: &Options) -> anyhow::Result<Report> {
-    let r = analyze_file(trace, opts)?;
-    crate::report::warn_if_damaged(&r);
-    Ok(r)
+    let family = heaplens_report::tree::family(trace);
+    if family.len() == 1 {
+        let r = analyze_file(trace, opts)?;
+        crate::report::warn_if_damaged(&r);
+        return Ok(r);
+    }
+    eprintln!(
+        "heaplens: note: {} is the first trace of a process tree of {} processes: they are summed",
+        trace.display(),
+        family.len()
+    );
+    let reports = crate::report::analyze_tree(&family, opts)?;
+    Ok(heaplens_report::tree::merge(&reports).merged)
 }
 
 /// Runs `heaplens diff`.

@@ -87,13 +87,13 @@ fn traces(a: &ReportArgs) -> anyhow::Result<Vec<PathBuf>> {
     }
 }
 
-/// Several traces: the process tree's report, summed over its processes.
-fn tree_report(a: &ReportArgs, opts: &Options, traces: &[PathBuf]) -> anyhow::Result<()> {
+/// The reports of a process tree's traces, the first first; a child's trace that cannot be
+/// read is left out with a warning (one unreadable child should not hide the rest of a build).
+pub fn analyze_tree(traces: &[PathBuf], opts: &Options) -> anyhow::Result<Vec<Report>> {
     let mut reports = Vec::with_capacity(traces.len());
     for (i, t) in traces.iter().enumerate() {
         let r = match analyze_file(t, opts) {
             Ok(r) => r,
-            // One unreadable child should not hide the rest of a build.
             Err(e) if i > 0 => {
                 eprintln!("heaplens: warning: {}: left out of the process tree: {e}", t.display());
                 continue;
@@ -103,6 +103,12 @@ fn tree_report(a: &ReportArgs, opts: &Options, traces: &[PathBuf]) -> anyhow::Re
         warn_if_damaged(&r);
         reports.push(r);
     }
+    Ok(reports)
+}
+
+/// Several traces: the process tree's report, summed over its processes.
+fn tree_report(a: &ReportArgs, opts: &Options, traces: &[PathBuf]) -> anyhow::Result<()> {
+    let reports = analyze_tree(traces, opts)?;
     let tree = heaplens_report::tree::merge(&reports);
     let out = match a.format {
         Format::Text => heaplens_report::tree::render(&tree, &text_options(a, opts)),

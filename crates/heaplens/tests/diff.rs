@@ -182,3 +182,25 @@ fn a_bad_trace_is_one_line_and_status_2() {
     assert_one_line_error(&out, "heaplens diff with a missing trace");
     assert!(out.stderr.contains("missing.hltrace"), "{}", out.stderr);
 }
+
+#[test]
+fn a_process_tree_compares_summed() {
+    let dir = WorkDir::new("diff-tree");
+    let exe = compile_c(&dir, "spawn_tree.c", &[]);
+    let tree = dir.join("tree.hltrace");
+    let args = ["run".as_ref(), "--follow-children".as_ref(), "-o".as_ref(), tree.as_os_str(), "--".as_ref()];
+    let out = heaplens(&dir, &[&args[..], &[exe.as_os_str()]].concat()).ok("spawn_tree --follow-children");
+    let truths = truths(&out.stdout, "spawn_tree");
+    let small = truths.iter().find(|t| t["allocs"] == "300").expect("the 300-block child");
+    // The base: the small child alone; the new run: the whole tree, summed.
+    let base = dir.join(format!("tree.hltrace.{}", small["pid"]));
+    assert!(base.is_file(), "{}", out.show());
+    let cmd = ["diff".as_ref(), base.as_os_str(), tree.as_os_str(), "--format".as_ref(), "json".as_ref()];
+    let out = heaplens(&dir, &cmd).ok("heaplens diff of a tree");
+    assert!(out.stderr.contains("process tree of 3 processes"), "{}", out.stderr);
+    let d: Value = serde_json::from_str(&out.stdout).unwrap();
+    let others = truths.iter().filter(|t| t["pid"] != small["pid"]);
+    let (calls, bytes) = others.fold((0, 0), |(c, b), t| (c + num(t, "allocs"), b + num(t, "bytes")));
+    let f = row(&d, "functions/grew", &["allocate_blocks"]).expect("allocate_blocks grew");
+    assert_eq!((i(f, "change/calls"), i(f, "change/bytes")), (calls as i64, bytes as i64), "{f}");
+}

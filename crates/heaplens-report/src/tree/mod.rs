@@ -16,7 +16,8 @@ use heaplens_interpret::names::for_terminal;
 use serde::Serialize;
 
 use crate::model::{
-    BinRow, BinTable, BinTotal, ByClass, DirectRow, DirectTable, LeakRow, Report, Summary, SuppressionRow,
+    BinRow, BinTable, BinTotal, ByClass, DirectRow, DirectTable, LeakRow, Metrics, Profile, ProfileRow, Report,
+    Summary, SuppressionRow,
 };
 use crate::render_text::{self, human_bytes, human_ns, TextOptions};
 
@@ -163,11 +164,40 @@ pub fn merge(reports: &[Report]) -> TreeReport {
         call_graph: call_graph::merge(reports, summary.bytes_allocated),
         lifetimes: None,
         cxx: None,
-        profile: None,
+        profile: sum_profiles(reports, peak),
         summary,
     };
     merged.trace.events = reports.iter().map(|r| r.trace.events).sum();
     TreeReport { processes, peak_pid: peak.process.pid, merged }
+}
+
+/// The processes' profiles summed by key, when each has one. Bytes at the peak are the peak
+/// process's alone, as the tree's peak is.
+fn sum_profiles(reports: &[Report], peak: &Report) -> Option<Profile> {
+    let mut functions: BTreeMap<Vec<String>, Metrics> = BTreeMap::new();
+    let mut paths: BTreeMap<Vec<String>, Metrics> = BTreeMap::new();
+    let (mut depth, mut peak_known) = (0, true);
+    for r in reports {
+        let p = r.profile.as_ref()?;
+        let is_peak = std::ptr::eq(r, peak);
+        depth = depth.max(p.depth);
+        peak_known &= p.peak_known;
+        for (rows, into) in [(&p.functions, &mut functions), (&p.paths, &mut paths)] {
+            for row in rows {
+                let m = into.entry(row.key.clone()).or_default();
+                m.bytes += row.metrics.bytes;
+                m.calls += row.metrics.calls;
+                m.leaked_bytes += row.metrics.leaked_bytes;
+                m.temporary += row.metrics.temporary;
+                if is_peak {
+                    m.peak_bytes += row.metrics.peak_bytes;
+                }
+            }
+        }
+    }
+    let rows =
+        |m: BTreeMap<Vec<String>, Metrics>| m.into_iter().map(|(key, metrics)| ProfileRow { key, metrics }).collect();
+    Some(Profile { functions: rows(functions), paths: rows(paths), peak_known, depth })
 }
 
 fn sum_summaries(reports: &[Report], peak: &Report) -> Summary {
