@@ -197,6 +197,7 @@ impl<R: Read> TraceReader<R> {
         let capacity = match codec {
             c if c == Codec::Raw as u8 => self.stored.len(),
             c if c == Codec::Lz4 as u8 && raw_len > LZ4_MAX_RATIO * self.stored.len() + 64 => return None,
+            c if c == Codec::Zstd as u8 && raw_len > ZSTD_MAX_RATIO * self.stored.len() + ZSTD_SLACK => return None,
             c if c == Codec::Zstd as u8 => match zstd::zstd_safe::get_frame_content_size(&self.stored) {
                 Ok(Some(n)) if n != raw_len as u64 => return None,
                 Err(_) => return None,
@@ -233,6 +234,19 @@ impl<R: Read> TraceReader<R> {
 /// The most bytes an LZ4 block decodes to per byte stored: a match's length takes one more
 /// byte per 255.
 const LZ4_MAX_RATIO: usize = 255;
+
+/// The most bytes a Zstandard block may decode to per byte stored, plus [`ZSTD_SLACK`]. Zstandard
+/// itself has no such bound (256 MiB of zeros is a frame of 8 KiB): a trace under 1 MB would
+/// decode to tens of GiB, minutes of work for every view (a zstd bomb). The monitor's blocks
+/// compress 1 to 7 times (symbols, stacks, events of real programs) and 16 times at most (one
+/// `malloc`/`free` pair in a loop, the most repetitive events there are), so a block past
+/// LZ4's own bound is damage, counted and skipped; a file then decodes to at most about 256
+/// times its size.
+const ZSTD_MAX_RATIO: usize = 256;
+
+/// What a small Zstandard block may decode to beyond [`ZSTD_MAX_RATIO`] times its bytes: its
+/// frame header alone is a dozen bytes.
+const ZSTD_SLACK: usize = 4096;
 
 /// Bytes a block's payload is read in at most at a time.
 const READ_STEP: usize = 1 << 20;
@@ -334,6 +348,30 @@ mod tests {
             assert_eq!(r.next_block().unwrap(), None, "{codec:?}");
             assert_eq!(r.status().corrupt_blocks, 1, "{codec:?}");
         }
+    }
+
+    #[test]
+    fn a_zstd_block_past_the_ratio_is_corrupt() {
+        let mut w = BlockWriter::new(Vec::new()).unwrap();
+        // 4 MiB of zeros: a frame of a few hundred bytes, a ratio in the thousands.
+        w.write_block_as(BlockKind::Events, &vec![0u8; 4 << 20], Codec::Zstd).unwrap();
+        // Events as repetitive as the monitor writes (one malloc/free pair in a loop: only the
+        // time deltas vary, a few bits an event) are far under the bound.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let loop_like: Vec<u8> = (0..1u32 << 16)
+            .flat_map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                [1, 16, 0x20 | (x % 4) as u8, 0x20]
+            })
+            .collect();
+        w.write_block_as(BlockKind::Events, &loop_like, Codec::Zstd).unwrap();
+        let bytes = std::mem::take(w.get_mut());
+        let mut r = TraceReader::new(&bytes[..]).unwrap();
+        let (kind, payload) = r.next_block().unwrap().expect("the second block");
+        assert_eq!((kind, payload), (BlockKind::Events, loop_like));
+        assert_eq!(r.status().corrupt_blocks, 1, "the bomb is damage");
     }
 
     #[test]

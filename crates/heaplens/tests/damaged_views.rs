@@ -275,6 +275,35 @@ fn lz4_blocks_claiming_200_mib_over_ten_bytes_are_damage_not_work() {
     }
 }
 
+/// A zstd bomb: a widgets trace with 12 Events blocks after its own, each 64 MiB of zeros
+/// compressed to 2 KiB (a ratio of about 30,000; the monitor's blocks compress 1 to 20 times).
+/// Decoding them took the report over 30 s (and with 256 MiB blocks, 3 GiB of work from a file
+/// of a few hundred KiB): each is damage, counted and skipped, and the widgets' own events are
+/// reported as recorded.
+#[test]
+fn zstd_blocks_of_a_bombs_ratio_are_damage_not_work() {
+    let dir = WorkDir::new("views-zstd-bomb");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let source = dir.join("source.hltrace");
+    let t = truth(&run_traced(&dir, &source, &exe, &["200"]).ok("widgets").stdout, "widgets");
+    let zeros = vec![0u8; 64 << 20];
+    let mut w = heaplens_trace::BlockWriter::new(Vec::new()).unwrap();
+    for (kind, payload) in trace_blocks(&source) {
+        w.write_block_as(kind, &payload, heaplens_trace::Codec::Raw).unwrap();
+    }
+    for _ in 0..12 {
+        w.write_block_as(BlockKind::Events, &zeros, heaplens_trace::Codec::Zstd).unwrap();
+    }
+    let trace = dir.join("zstd-bomb.hltrace");
+    std::fs::write(&trace, w.get_mut()).unwrap();
+    let size = std::fs::metadata(&trace).unwrap().len();
+    assert!(size < 1 << 20, "a bomb under 1 MB: {size} bytes");
+    run_views(&dir, &trace, "zstd bomb", &["report", "map", "timeline", "export collapsed"], TIME_LIMIT);
+    let v = report(&dir, &trace);
+    assert_eq!(u(&v, "trace/corrupt_blocks"), 12, "each bomb block is damage");
+    assert_eq!(u(&v, "summary/allocations"), num(&t, "made"), "the widgets' own events are all there");
+}
+
 /// Makes a FIFO at `path`.
 fn fifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
