@@ -69,6 +69,9 @@ pub struct MapOptions {
     /// Frames of the program's own code (skipping the standard and C libraries) that name a
     /// call site for [`ColorBy::Function`]: 2 is the allocating function and its caller.
     pub depth: usize,
+    /// Frames also passed over when naming a call site (the program's own allocation wrappers,
+    /// `heaplens map --skip`), matched against function names.
+    pub skip: Vec<regex::Regex>,
     /// The part drawn.
     pub window: Window,
     /// One view, or one per size class or arena.
@@ -94,6 +97,7 @@ impl Default for MapOptions {
             color_by: ColorBy::Function,
             top: 8,
             depth: 2,
+            skip: Vec::new(),
             window: Window::default(),
             bins: Bins::None,
             align: Align::Time,
@@ -315,7 +319,7 @@ pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, Map
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
     // Ranked by bytes allocated, as `heaplens map` and the page rank them (the map's cheaper
     // first pass has no lifetimes), so that a call site has one colour in every picture.
-    let s = sites::sites(path, &trace, &layout.bytes_by_stack, o.depth, o.top.min(PALETTE.len()));
+    let s = sites::sites(path, &trace, &layout.bytes_by_stack, (o.depth, &o.skip), o.top.min(PALETTE.len()));
     let make = |half| timeline::Timeline::new(&s.of_stack, s.top.len(), o.width, (t0, t1), half);
     let (trace, tl, _) = replay_split(path, trace, &index, make, o.progress, o.split_min_bytes)?;
     let tl = tl.finish();
@@ -376,7 +380,7 @@ fn palette(path: &Path, trace: &Trace, layout: &Layout, o: &MapOptions) -> (Pale
     let top = o.top.min(PALETTE.len());
     match o.color_by {
         ColorBy::Function => {
-            let s = sites::sites(path, trace, &layout.bytes_by_stack, o.depth, top);
+            let s = sites::sites(path, trace, &layout.bytes_by_stack, (o.depth, &o.skip), top);
             for (k, (label, bytes)) in s.top.iter().enumerate() {
                 legend.push(LegendEntry { rgb: PALETTE[k], label: label.clone(), bytes: *bytes as u64 });
             }

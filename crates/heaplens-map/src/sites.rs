@@ -9,6 +9,7 @@ use heaplens_interpret::load::Trace;
 use heaplens_interpret::paths::{is_library_frame, resolve};
 use heaplens_interpret::symbolize::{ElfSymbolizer, Frame, Symbolizer};
 use heaplens_trace::ModuleRecord;
+use regex::Regex;
 use rustc_hash::FxHashMap as HashMap;
 
 /// The top call sites by weight, and which stacks belong to them.
@@ -20,15 +21,28 @@ pub struct Sites {
 }
 
 /// Groups the stacks of `weights` (stack id to a weight: bytes allocated, bytes x time) by call
-/// site and keeps the `top` heaviest sites. Symbolizes from the trace's embedded symbols, or
-/// from the module files.
-pub fn sites(path: &Path, trace: &Trace, weights: &IdMap<u32, f64>, depth: usize, top: usize) -> Sites {
+/// site, the innermost `depth` frames of the program's own code past those whose function
+/// matches one of `skip`, and keeps the `top` heaviest sites. Symbolizes from the trace's
+/// embedded symbols, or from the module files.
+pub fn sites(
+    path: &Path,
+    trace: &Trace,
+    weights: &IdMap<u32, f64>,
+    (depth, skip): (usize, &[Regex]),
+    top: usize,
+) -> Sites {
     let (mut sym, _) = heaplens_interpret::symbolize::for_trace(path, trace);
-    sites_with(trace, sym.as_mut(), weights, depth, top)
+    sites_with(trace, sym.as_mut(), weights, (depth, skip), top)
 }
 
 /// [`sites`] with the symbolizer `sym`.
-fn sites_with(trace: &Trace, sym: &mut dyn Symbolizer, weights: &IdMap<u32, f64>, depth: usize, top: usize) -> Sites {
+fn sites_with(
+    trace: &Trace,
+    sym: &mut dyn Symbolizer,
+    weights: &IdMap<u32, f64>,
+    (depth, skip): (usize, &[Regex]),
+    top: usize,
+) -> Sites {
     let ids: Vec<u32> = weights.keys().copied().collect();
     // A site is named by the program's own frames: the libraries' are not symbolized (the C
     // library's debug info alone is megabytes to inflate), unless a stack has no other.
@@ -39,6 +53,7 @@ fn sites_with(trace: &Trace, sym: &mut dyn Symbolizer, weights: &IdMap<u32, f64>
             .iter()
             .map(|&s| frames.function_of(s))
             .filter(|&f| !is_library_frame(frames.name(f), frames.functions[f as usize].module.as_deref()))
+            .filter(|&f| !skip.iter().any(|re| re.is_match(frames.name(f))))
             .take(depth.max(1))
             .map(|f| frames.name(f))
             .collect()
@@ -149,7 +164,7 @@ mod tests {
         names.add(0x7010, "start_thread").add(0x1010, "work").add(0x7110, "fopen").add(0x7210, "_IO_file_doallocate");
         let mut asked = Asked(&mut names, Vec::new());
         let weights: IdMap<u32, f64> = [(2, 100.0), (4, 10.0)].into_iter().collect();
-        let s = sites_with(&t, &mut asked, &weights, 2, 8);
+        let s = sites_with(&t, &mut asked, &weights, (2, &[]), 8);
         let labels: Vec<&str> = s.top.iter().map(|(l, _)| l.as_str()).collect();
         assert_eq!(labels, ["work", "_IO_file_doallocate"]);
         assert_eq!((s.of_stack[&2], s.of_stack[&4]), (0, 1));

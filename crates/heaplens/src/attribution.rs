@@ -1,5 +1,6 @@
 //! How allocations are charged to functions: the options `report`, `diff` and `check` share
-//! (`--skip`, `--skip-file`, `--raw-frames`, `--suppressions`).
+//! (`--skip`, `--skip-file`, `--raw-frames`, `--suppressions`), and the pictures' call sites
+//! (`--skip`, `--skip-file`).
 
 use std::path::PathBuf;
 
@@ -10,9 +11,10 @@ use heaplens_interpret::suppress::Suppressions;
 
 use crate::parse_regex;
 
-/// The attribution options.
+/// The patterns of frames passed over (`--skip`, `--skip-file`): what `report`, `diff` and
+/// `check` and the pictures' call sites (`map`, `timeline`, `view`) share.
 #[derive(Args, Debug, Clone, Default)]
-pub struct AttributionArgs {
+pub struct SkipArgs {
     /// Also pass over frames whose function name matches REGEX when choosing which function an
     /// allocation is charged to (your own allocation wrappers: `--skip '^xmalloc$'`); may be
     /// given several times. By default an allocation is charged to the innermost frame of the
@@ -26,6 +28,36 @@ pub struct AttributionArgs {
     /// lines starting with # are ignored.
     #[arg(long, value_name = "FILE")]
     pub skip_file: Option<PathBuf>,
+}
+
+impl SkipArgs {
+    /// The patterns of `--skip` and those of `--skip-file`.
+    ///
+    /// # Errors
+    /// An unreadable file, or a line of it that is not a regular expression.
+    pub fn patterns(&self) -> anyhow::Result<Vec<regex::Regex>> {
+        let mut skip = self.skip.clone();
+        if let Some(file) = &self.skip_file {
+            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+            for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                let re = regex::Regex::new(line)
+                    .with_context(|| format!("{}:{n}: not a regular expression", file.display()))?;
+                skip.push(re);
+            }
+        }
+        Ok(skip)
+    }
+}
+
+/// The attribution options.
+#[derive(Args, Debug, Clone, Default)]
+pub struct AttributionArgs {
+    /// Frames passed over.
+    #[command(flatten)]
+    pub skip: SkipArgs,
     /// Charge each allocation to the innermost frame, whatever it is (the standard library's
     /// internals included), as mprof did.
     #[arg(long, conflicts_with_all = ["skip", "skip_file"])]
@@ -45,18 +77,7 @@ impl AttributionArgs {
     /// suppressions and those of `--suppressions` files.
     pub fn rule(&self) -> anyhow::Result<Attribution> {
         let a = self;
-        let mut skip = a.skip.clone();
-        if let Some(file) = &a.skip_file {
-            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-            for (n, line) in text.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
-                if line.is_empty() || line.starts_with('#') {
-                    continue;
-                }
-                let re = regex::Regex::new(line)
-                    .with_context(|| format!("{}:{n}: not a regular expression", file.display()))?;
-                skip.push(re);
-            }
-        }
+        let skip = a.skip.patterns()?;
         let mut attribution = if a.raw_frames { Attribution::raw() } else { Attribution::own_code(skip) };
         let mut suppressions = Suppressions::default();
         for file in &a.suppressions {

@@ -237,6 +237,9 @@ pub struct SiteArgs {
     /// Frames of the program's own code that name a call site (1: the allocating function).
     #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=16))]
     pub depth: u64,
+    /// Frames passed over when naming a call site, as in `heaplens report`.
+    #[command(flatten)]
+    pub skip: attribution::SkipArgs,
 }
 
 /// The part of the run a picture draws (`map`, `timeline`, `view`).

@@ -38,7 +38,7 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
             MapAlign::Address => Align::Address,
         },
         split_min_bytes: a.split_min_bytes.unwrap_or(heaplens_interpret::split::MIN_BYTES),
-        ..options(&a.sites, &a.time, a.addresses)
+        ..options(&a.sites, &a.time, a.addresses)?
     };
     let map = write_to(&a.output, &a.trace, |file| {
         let map = map_file(&a.trace, &opts)?;

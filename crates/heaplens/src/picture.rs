@@ -11,14 +11,18 @@ use heaplens_map::{MapOptions, Window};
 use crate::{SiteArgs, TimeWindowArgs};
 
 /// The picture options the shared arguments set; the rest are the defaults.
-pub fn options(sites: &SiteArgs, time: &TimeWindowArgs, addresses: Option<(u64, u64)>) -> MapOptions {
-    MapOptions {
+///
+/// # Errors
+/// A `--skip-file` that cannot be read or holds a line that is no regular expression.
+pub fn options(sites: &SiteArgs, time: &TimeWindowArgs, addresses: Option<(u64, u64)>) -> anyhow::Result<MapOptions> {
+    Ok(MapOptions {
         top: sites.top as usize,
         depth: sites.depth as usize,
+        skip: sites.skip.patterns()?,
         window: Window { from_ns: time.from, to_ns: time.to, addresses },
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         ..MapOptions::default()
-    }
+    })
 }
 
 /// Opens `output` first, so an unwritable path (or one that is the `input` trace) fails before

@@ -15,7 +15,7 @@ pub fn execute(a: &TimelineArgs) -> anyhow::Result<()> {
         width: a.width as usize,
         height: a.height as usize,
         split_min_bytes: a.split_min_bytes.unwrap_or(heaplens_interpret::split::MIN_BYTES),
-        ..options(&a.sites, &a.time, None)
+        ..options(&a.sites, &a.time, None)?
     };
     let t = write_to(&a.output, &a.trace, |file| {
         let t = timeline_file(&a.trace, &opts)?;

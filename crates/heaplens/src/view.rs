@@ -27,7 +27,10 @@ pub fn execute(a: &ViewArgs) -> anyhow::Result<()> {
 
 fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
     let progress = io::stderr().is_terminal();
-    let report = heaplens_report::analyze_file(&a.trace, &heaplens_report::Options { progress, ..Default::default() })?;
+    // The page's report charges allocations as its call sites are named: past `--skip`.
+    let attribution = heaplens_interpret::paths::Attribution::own_code(a.sites.skip.patterns()?);
+    let opts = heaplens_report::Options { progress, attribution, ..Default::default() };
+    let report = heaplens_report::analyze_file(&a.trace, &opts)?;
     let text = heaplens_report::render_text::render(&report, &Default::default());
     let mut flame_graphs = Vec::new();
     for (title, metric) in [
@@ -45,6 +48,6 @@ fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
             }
         }
     }
-    let opts = options(&a.sites, &a.time, a.addresses);
+    let opts = options(&a.sites, &a.time, a.addresses)?;
     Ok(page_file(&a.trace, &opts, a.max_blocks, &Extras { report_text: text, flame_graphs })?)
 }

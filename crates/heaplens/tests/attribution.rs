@@ -103,6 +103,26 @@ fn skip_passes_over_the_programs_own_wrapper() {
     // A pattern that is not a regular expression is one clear error.
     let bad = heaplens(&dir, &["report", trace.to_str().unwrap(), "--skip", "(unclosed"]);
     assert!(!bad.status.success());
+    // The pictures name their call sites past the same wrappers: the timeline's holders at the
+    // peak (all blocks are held to the end), 300 bytes by load_config and 200 by parse_lines.
+    let t = trace.to_str().unwrap();
+    let png = dir.join("t.png");
+    let holders = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["timeline", t, "-o", png.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = heaplens(&dir, &args).ok("heaplens timeline");
+        out.stderr
+            .lines()
+            .filter(|l| l.contains(" 300 ") || l.contains(" 200 "))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    let raw = holders(&[]);
+    assert_eq!(raw.len(), 2, "{raw:?}");
+    assert!(raw.iter().all(|l| l.ends_with("> xmalloc")), "{raw:?}");
+    let past = holders(&["--skip", "^xmalloc$"]);
+    assert!(past.iter().any(|l| l.ends_with("300  main > load_config")), "{past:?}");
+    assert!(past.iter().any(|l| l.ends_with("200  main > parse_lines")), "{past:?}");
 }
 
 #[test]

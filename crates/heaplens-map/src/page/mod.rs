@@ -82,7 +82,7 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
     // The address axis in units of 1000 rows for the whole height.
     let axis = AddressAxis::new(layout.granules.ranges(), 1000.0, 12.0);
-    let s = sites::sites(path, &trace, &layout.bytes_by_stack, o.depth, o.top.min(PALETTE.len()));
+    let s = sites::sites(path, &trace, &layout.bytes_by_stack, (o.depth, &o.skip), o.top.min(PALETTE.len()));
 
     let mut blocks = collect::Blocks::new((t0, t1), o.window.addresses, layout.last_ts, max_blocks);
     let mut tl = timeline::Timeline::new(&s.of_stack, s.top.len(), SERIES_COLUMNS, (t0, t1), Half::Whole);
