@@ -208,7 +208,12 @@ pub fn totals(r: &Report, out: &mut String) {
         out,
         "peak bytes in use",
         s.peak_bytes,
-        format!("({}) in {} blocks at {}", human_bytes(s.peak_bytes), s.peak_objects, human_ns(s.peak_time_ns)),
+        format!(
+            "({}) in {} blocks, {} after the start",
+            human_bytes(s.peak_bytes),
+            s.peak_objects,
+            human_ns(s.peak_time_ns)
+        ),
     );
     row(
         out,
