@@ -448,6 +448,7 @@ pub fn checkpoint(why: Checkpoint) {
                 sampler_ns: crate::cpu::handler_ns(),
                 writer_cpu_ns: WRITER_CPU_NS.load(Ordering::Relaxed),
                 exec_unfollowed: why == Checkpoint::Exec && !crate::config().follow_children,
+                null_frees: thread::null_frees(),
             };
             let _ = s.writer.write_block(BlockKind::End, &end.encode());
             let _ = s.writer.flush();
