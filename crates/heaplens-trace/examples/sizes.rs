@@ -33,7 +33,10 @@ fn main() {
             e.1 += p.len() as u64;
             if kind == BlockKind::EventColumns {
                 let mut pos = 0;
-                let _tid = var(&p, &mut pos);
+                // Format 3's mark (above any thread id), then the thread id.
+                if var(&p, &mut pos) >= 1 << 32 {
+                    var(&p, &mut pos);
+                }
                 events += var(&p, &mut pos);
                 let mut lens = [0usize; 7];
                 for l in lens.iter_mut().take(6) {
