@@ -295,19 +295,21 @@ impl Trace {
                     t.health.end_seen = true;
                     EndRecord::decode(&payload).map(|e| t.end = Some(e)).is_ok()
                 }
-                BlockKind::Events | BlockKind::EventColumns => match crate::decode::payload::header(&payload) {
-                    Some(tid) => {
-                        let layout = if kind == BlockKind::Events {
-                            crate::decode::payload::ROWS
-                        } else {
-                            crate::decode::payload::COLUMNS
-                        };
-                        let at = reader.status().last_block;
-                        sink.events(&mut t, tid, crate::decode::payload::tagged(payload, layout), at);
-                        true
+                BlockKind::Events | BlockKind::EventColumns => {
+                    let layout = if kind == BlockKind::Events {
+                        crate::decode::payload::ROWS
+                    } else {
+                        crate::decode::payload::COLUMNS
+                    };
+                    match crate::decode::payload::header(&payload, layout) {
+                        Some(tid) => {
+                            let at = reader.status().last_block;
+                            sink.events(&mut t, tid, crate::decode::payload::tagged(payload, layout), at);
+                            true
+                        }
+                        None => false,
                     }
-                    None => false,
-                },
+                }
                 BlockKind::Clock => match ClockSync::decode(&payload) {
                     Ok(c) => {
                         sink.clock(c);

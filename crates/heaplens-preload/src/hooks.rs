@@ -141,7 +141,7 @@ macro_rules! dealloc_hook {
                     // Counted as a null free; a sample has no use for them.
                     if !sampling::enabled() {
                         if let Some(_g) = enter() {
-                            record::dealloc($op, $p);
+                            record::null_free($op);
                         }
                     }
                     return call::$real($p $(, $a)*);

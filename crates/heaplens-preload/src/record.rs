@@ -164,6 +164,18 @@ pub unsafe fn realloc_usable(
     });
 }
 
+/// Counts the release of a null pointer through `op` (the aggregated mode counts it as a call
+/// of `op`; a recording counts it per thread, see [`thread::null_frees`]).
+#[inline(always)]
+pub fn null_free(op: Op) {
+    if aggregate::enabled() {
+        return dealloc(op, std::ptr::null_mut());
+    }
+    if let Some(t) = thread::current() {
+        t.count_null_free();
+    }
+}
+
 /// Records the release of `p` (before the real deallocation runs, so the event precedes any
 /// reuse of the address). While sampling, only releases of recorded blocks (that
 /// `sampling::skip_free` let through) come here.

@@ -52,6 +52,20 @@ pub struct ThreadState {
     /// Rounds of thread-specific destructors this thread has been through (see
     /// [`on_thread_exit`]).
     exit_rounds: u32,
+    /// Releases of a null pointer this thread made (only its owner writes it).
+    null_frees: AtomicU64,
+}
+
+/// Null releases counted by threads that have exited.
+static EXITED_NULL_FREES: AtomicU64 = AtomicU64::new(0);
+
+/// Releases of a null pointer counted so far, by every thread (for the End record).
+pub fn null_frees() -> u64 {
+    let live = REGISTRY.lock().map_or(0, |r| {
+        // SAFETY: registered states stay alive until removed under this lock.
+        r.iter().map(|&p| unsafe { &*(p as *const ThreadState) }.null_frees.load(Ordering::Relaxed)).sum()
+    });
+    EXITED_NULL_FREES.load(Ordering::Relaxed) + live
 }
 
 /// Threads that have recording state, and the processors this process may run on: stacks are
@@ -115,6 +129,7 @@ impl ThreadState {
             agg: Default::default(),
             deferred: false,
             exit_rounds: 0,
+            null_frees: AtomicU64::new(0),
         };
         s.begin();
         s
@@ -189,6 +204,13 @@ impl ThreadState {
         }
         self.lock.leave();
         queued
+    }
+
+    /// Counts a release of a null pointer: a no-op, so no event (see
+    /// `heaplens_trace::EndRecord::null_frees`). A plain load and store: only this thread writes.
+    #[inline(always)]
+    pub fn count_null_free(&self) {
+        self.null_frees.store(self.null_frees.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     /// Captures the stack of the program's call into the allocator (see [`unwind::Walker`]).
@@ -289,6 +311,8 @@ impl ThreadState {
         self.nodes.clear();
         self.walker.forget();
         self.agg = Default::default();
+        self.null_frees.store(0, Ordering::Relaxed);
+        EXITED_NULL_FREES.store(0, Ordering::Relaxed);
         self.begin();
     }
 }
@@ -352,6 +376,7 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     state.flush();
     crate::stats::add_stats(&state.stats());
     crate::aggregate::retire(&state.agg);
+    EXITED_NULL_FREES.fetch_add(state.null_frees.load(Ordering::Relaxed), Ordering::Relaxed);
     queue::thread_name(state.tid);
     let slot = tls::slot();
     slot.thread = std::ptr::null_mut();

@@ -198,9 +198,21 @@ fn intact(slot: &[u64], ret: &[u64], lo: u64, hi: u64) -> bool {
     if lowest < lo || highest > hi - 8 {
         return false;
     }
+    // Four frames a step, their differences or-ed together without a branch each: a deep
+    // stack's outer frames are all checked on nearly every capture (the loop that stopped at the
+    // first difference was 60% of the capture on 190-frame stacks).
     // SAFETY: every slot lies within [lo, hi), checked above, and is 8-aligned (it came from a
     // CFA, which the x86_64 ABI keeps 16-aligned at calls).
-    slot.iter().zip(ret).all(|(&s, &r)| unsafe { std::ptr::read(s as *const u64) } == r)
+    let at = |s: u64| unsafe { std::ptr::read(s as *const u64) };
+    let (slots4, slots_rest) = slot.split_at(slot.len() & !3);
+    let (rets4, rets_rest) = ret[..slot.len()].split_at(slot.len() & !3);
+    for (s, r) in slots4.chunks_exact(4).zip(rets4.chunks_exact(4)) {
+        let d = (at(s[0]) ^ r[0]) | (at(s[1]) ^ r[1]) | (at(s[2]) ^ r[2]) | (at(s[3]) ^ r[3]);
+        if d != 0 {
+            return false;
+        }
+    }
+    slots_rest.iter().zip(rets_rest).all(|(&s, &r)| at(s) == r)
 }
 
 /// A capture that throws away at least this many frames of the previous stack archives it.

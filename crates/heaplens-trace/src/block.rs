@@ -2,9 +2,13 @@
 
 /// The first 8 bytes of every trace.
 pub const MAGIC: &[u8; 8] = b"HLTRACE\0";
-/// The format version this crate writes and reads. Version 2 flags glibc's usable sizes and
-/// 16-aligned address deltas in event rows ([`crate::event`]).
-pub const VERSION: u32 = 2;
+/// The format version this crate writes. Version 2 flags glibc's usable sizes and 16-aligned
+/// address deltas in event rows ([`crate::event`]); version 3 codes the slack of EventColumns
+/// payloads against glibc's usable size ([`crate::columns`]), so that readers of version 2
+/// refuse its traces by number rather than misread their usable sizes.
+pub const VERSION: u32 = 3;
+/// The oldest format version this crate reads (its EventColumns payloads carry no format mark).
+pub const OLDEST_READABLE: u32 = 2;
 /// Bytes in the file header: magic, version, flags.
 pub const FILE_HEADER_LEN: usize = 16;
 /// Bytes in a block header: kind, codec, reserved, stored length, raw length, crc32.

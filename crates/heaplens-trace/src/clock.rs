@@ -9,10 +9,15 @@
 use crate::record::Malformed;
 use crate::varint::{put, Cursor};
 
-/// TSC ticks per unit of a [`TimeSource::Tsc`] timestamp (a power of two): 1.5 ns at 2.6 GHz,
-/// at most 2 ns on a counter of 2 GHz or more. Readers need not know it: Clock blocks pair
-/// timestamps in the same unit with nanoseconds.
-pub const TSC_UNIT: u64 = 4;
+/// TSC ticks per unit of a [`TimeSource::Tsc`] timestamp (a power of two): 13 ns at 2.45 GHz,
+/// at most 16 ns on a counter of 2 GHz or more. The low bits are noise that the time deltas,
+/// the costliest column of a trace, paid for: each bit dropped saved 0.13-0.15 bytes per event
+/// (units of 4 ticks before; see EXPERIMENTS.md). Events whose order across threads matters (an
+/// allocation and its release by another thread, a release and another thread's reuse of the
+/// address) are more than a unit apart: a pointer handed between threads, or a block moved from
+/// one thread's cache to another's through the arena, takes longer. Readers need not know it:
+/// Clock blocks pair timestamps in the same unit with nanoseconds.
+pub const TSC_UNIT: u64 = 32;
 
 /// What event timestamps count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -21,13 +21,17 @@
 //! Payload layout (all integers LEB128 varints):
 //!
 //! ```text
-//! payload := tid n len(ops) len(dts) len(addrs) len(sizes) len(slacks) len(stacks)
+//! payload := [mark] tid n len(ops) len(dts) len(addrs) len(sizes) len(slacks) len(stacks)
 //!            ops dts addrs sizes slacks stacks olds
+//! mark    := 2^32 | flags   (trace format 3; absent in format 2, whose first number, the
+//!                            thread id, is below 2^32)
+//! flags   := 1 (SLACK_GLIBC: slacks are coded against glibc's usable size)
 //! ops     := op byte per event
 //! dts     := ts - previous ts, per event (the first against 0)
 //! addrs   := per event, see below
 //! sizes   := size, per allocation and reallocation
-//! slacks  := zigzag(usable - size), per allocation and reallocation
+//! slacks  := zigzag(usable - glibc_usable(size)), per allocation and reallocation, with
+//!            SLACK_GLIBC (format 2: zigzag(usable - size)); nearly all zeros under glibc
 //! stacks  := zigzag(stack - previous allocation's stack), per allocation and reallocation
 //! olds    := zigzag(old_addr - addr), per reallocation
 //!
@@ -39,7 +43,7 @@
 //!                       | zigzag(addr - previous such address) << 1 | 1
 //! ```
 
-use crate::event::{Event, EventDecoder, EventEncoder, Op, OpClass, MAX_EVENT_LEN};
+use crate::event::{glibc_usable, Event, EventDecoder, EventEncoder, Op, OpClass, MAX_EVENT_LEN};
 use crate::record::Malformed;
 use crate::varint::{put, put_at, read_var, unzigzag, zigzag};
 
@@ -49,6 +53,10 @@ pub const RECENT: u64 = 16;
 const CLASSED_BELOW: u64 = 8192;
 const CLASSES: usize = (CLASSED_BELOW >> 3) as usize;
 const SECTIONS: usize = 7;
+/// The first number of a payload of trace format 3, above any thread id: [`MARK`] | flags.
+const MARK: u64 = 1 << 32;
+/// Flag of the mark: slacks are coded against [`glibc_usable`] of the size.
+const SLACK_GLIBC: u64 = 1;
 /// Events the encoder's buffers are grown for at a time.
 const BATCH: usize = 256;
 
@@ -241,7 +249,7 @@ impl ColumnEncoder {
                     continue;
                 }
                 put_at(sizes, &mut at[3], ev.size);
-                put_at(slacks, &mut at[4], zigzag(ev.usable.wrapping_sub(ev.size) as i64));
+                put_at(slacks, &mut at[4], zigzag(ev.usable.wrapping_sub(glibc_usable(ev.size)) as i64));
                 put_at(stacks, &mut at[5], zigzag(u64::from(ev.stack).wrapping_sub(prev_stack) as i64));
                 prev_stack = u64::from(ev.stack);
                 if ev.op.class() == OpClass::Realloc {
@@ -260,6 +268,7 @@ impl ColumnEncoder {
                 self.model.allocated(ev.addr, ev.usable);
             }
         }
+        put(out, MARK | SLACK_GLIBC);
         put(out, u64::from(tid));
         put(out, n);
         for len in &at[..SECTIONS - 1] {
@@ -274,6 +283,8 @@ impl ColumnEncoder {
 
 /// A payload's thread, event count and sections.
 struct Header<'a> {
+    /// The mark's flags (0 in trace format 2).
+    flags: u64,
     tid: u32,
     n: usize,
     sections: [&'a [u8]; SECTIONS],
@@ -282,7 +293,13 @@ struct Header<'a> {
 impl<'a> Header<'a> {
     fn parse(payload: &'a [u8]) -> Option<Self> {
         let mut p = 0;
-        let tid = u32::try_from(read_var(payload, &mut p)?).ok()?;
+        let mut first = read_var(payload, &mut p)?;
+        let mut flags = 0;
+        if first >= MARK {
+            flags = first - MARK;
+            first = read_var(payload, &mut p)?;
+        }
+        let tid = u32::try_from(first).ok()?;
         let n = usize::try_from(read_var(payload, &mut p)?).ok()?;
         let mut lens = [0usize; SECTIONS - 1];
         for len in &mut lens {
@@ -294,8 +311,13 @@ impl<'a> Header<'a> {
             (*sec, rest) = rest.split_at_checked(len)?;
         }
         sections[SECTIONS - 1] = rest;
-        Some(Self { tid, n, sections })
+        Some(Self { flags, tid, n, sections })
     }
+}
+
+/// The thread of an EventColumns payload (`None`: no header).
+pub fn tid(payload: &[u8]) -> Option<u32> {
+    Header::parse(payload).map(|h| h.tid)
 }
 
 /// How many events an EventColumns payload holds, as its header says (`None`: no header).
@@ -334,6 +356,8 @@ pub struct ColumnDecoder {
     stack: u64,
     /// The payload holds fewer op bytes than its header says.
     short: bool,
+    /// Slacks are coded against glibc's usable size (`SLACK_GLIBC`), else against the size.
+    slack_glibc: bool,
     /// A record did not decode.
     failed: bool,
 }
@@ -381,7 +405,7 @@ impl ColumnDecoder {
         // Zeros past the end, so that `var` may read a word at any position inside a section.
         self.buf.extend_from_slice(&[0; PAD]);
         let payload = &self.buf[..self.buf.len() - PAD];
-        let Some(Header { tid, n, sections }) = Header::parse(payload) else {
+        let Some(Header { flags, tid, n, sections }) = Header::parse(payload) else {
             self.failed = true;
             return Err(Malformed("event columns"));
         };
@@ -392,6 +416,7 @@ impl ColumnDecoder {
         }
         let ops = sections[OPS].len();
         (self.at, self.end, self.tid, self.failed) = (at, end, tid, false);
+        self.slack_glibc = flags & SLACK_GLIBC != 0;
         self.n = n.min(ops);
         self.short = self.n < n;
         Ok(tid)
@@ -465,7 +490,8 @@ impl ColumnDecoder {
             return Some(ev);
         }
         ev.size = self.var(SIZES)?;
-        ev.usable = ev.size.wrapping_add(unzigzag(self.var(SLACKS)?) as u64);
+        let base = if self.slack_glibc { glibc_usable(ev.size) } else { ev.size };
+        ev.usable = base.wrapping_add(unzigzag(self.var(SLACKS)?) as u64);
         self.stack = self.stack.wrapping_add(unzigzag(self.var(STACKS)?) as u64);
         ev.stack = u32::try_from(self.stack).ok()?;
         ev.addr = if code < RECENT {
@@ -621,7 +647,8 @@ mod tests {
         let mut col = Vec::new();
         ColumnEncoder::default().encode(&rows(&evs), &mut col).unwrap();
         let mut p = 0;
-        let lens: Vec<u64> = (0..2 + SECTIONS - 1).map(|_| read_var(&col, &mut p).unwrap()).collect();
+        // The mark, tid, n, then the section lengths.
+        let lens: Vec<u64> = (0..3 + SECTIONS - 1).map(|_| read_var(&col, &mut p).unwrap()).skip(1).collect();
         // What the rows spend on addresses: zigzag deltas against the previous non-zero one.
         let (mut prev, mut delta_bytes) = (0u64, Vec::new());
         for e in &evs {
@@ -631,6 +658,48 @@ mod tests {
             }
         }
         assert!(lens[4] * 2 < delta_bytes.len() as u64, "{} bytes against {}", lens[4], delta_bytes.len());
+    }
+
+    /// A payload of trace format 2: no mark, slacks against the size.
+    fn format_2(col: &[u8], evs: &[Event]) -> Vec<u8> {
+        let h = Header::parse(col).unwrap();
+        let mut slacks = Vec::new();
+        for e in evs.iter().filter(|e| e.op.class() != OpClass::Dealloc) {
+            put(&mut slacks, zigzag(e.usable.wrapping_sub(e.size) as i64));
+        }
+        let mut sections = h.sections.map(<[u8]>::to_vec);
+        sections[SLACKS] = slacks;
+        let mut out = Vec::new();
+        put(&mut out, u64::from(h.tid));
+        put(&mut out, h.n as u64);
+        for s in &sections[..SECTIONS - 1] {
+            put(&mut out, s.len() as u64);
+        }
+        sections.iter().for_each(|s| out.extend_from_slice(s));
+        out
+    }
+
+    #[test]
+    fn format_2_payloads_still_decode() {
+        let evs = heap_events(5_000, 5);
+        let mut col = Vec::new();
+        ColumnEncoder::default().encode(&rows(&evs), &mut col).unwrap();
+        let old = format_2(&col, &evs);
+        assert_ne!(old, col);
+        let mut back = Vec::new();
+        assert_eq!(ColumnDecoder::default().decode(&old, |e| back.push(e)).unwrap(), 7);
+        assert_eq!(back, evs);
+        assert_eq!((tid(&old), tid(&col)), (Some(7), Some(7)));
+    }
+
+    #[test]
+    fn slacks_of_glibc_blocks_are_zeros() {
+        let evs: Vec<Event> = heap_events(5_000, 5).into_iter().filter(|e| e.usable == glibc_usable(e.size)).collect();
+        let mut col = Vec::new();
+        ColumnEncoder::default().encode(&rows(&evs), &mut col).unwrap();
+        let h = Header::parse(&col).unwrap();
+        assert!(!h.sections[SLACKS].is_empty());
+        assert!(h.sections[SLACKS].iter().all(|&b| b == 0));
     }
 
     #[test]

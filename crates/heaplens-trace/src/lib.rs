@@ -30,7 +30,7 @@ pub mod writer;
 mod zstd_ctx;
 
 pub use aggregate::{AggregateRecord, SizeCounters, StackCounters};
-pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, VERSION};
+pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, OLDEST_READABLE, VERSION};
 pub use clock::{ClockSync, TimeMap, TimeSource, TSC_UNIT};
 pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};

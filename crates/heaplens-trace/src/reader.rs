@@ -5,7 +5,9 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
-use crate::block::{BlockHeader, BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, MAX_BLOCK_LEN, VERSION};
+use crate::block::{
+    BlockHeader, BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, MAX_BLOCK_LEN, OLDEST_READABLE, VERSION,
+};
 
 /// Spare capacity, in bytes, of every payload [`TraceReader::next_block`] returns: a consumer
 /// that keeps payloads may append a few bytes of its own (the analysis tags each with its
@@ -23,7 +25,7 @@ pub enum ReadError {
     #[error("not a heaplens trace (bad magic)")]
     NotATrace,
     /// The file is a heaplens trace of a version this build cannot read.
-    #[error("unsupported trace version {0} (this heaplens reads version {VERSION})")]
+    #[error("unsupported trace version {0} (this heaplens reads versions {OLDEST_READABLE} to {VERSION})")]
     UnsupportedVersion(u32),
 }
 
@@ -110,7 +112,7 @@ impl<R: Read> TraceReader<R> {
             return Err(ReadError::NotATrace);
         }
         let version = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
-        if version != VERSION {
+        if !(OLDEST_READABLE..=VERSION).contains(&version) {
             return Err(ReadError::UnsupportedVersion(version));
         }
         let status = ReadStatus { offset: FILE_HEADER_LEN as u64, ..Default::default() };
@@ -380,7 +382,7 @@ mod tests {
         bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
         match TraceReader::new(&bytes[..]) {
             Err(e @ ReadError::UnsupportedVersion(1)) => {
-                assert_eq!(e.to_string(), "unsupported trace version 1 (this heaplens reads version 2)")
+                assert_eq!(e.to_string(), "unsupported trace version 1 (this heaplens reads versions 2 to 3)")
             }
             other => panic!("version 1 read as {:?}", other.map(|_| ())),
         }

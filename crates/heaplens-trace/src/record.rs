@@ -403,6 +403,10 @@ pub struct EndRecord {
     /// `--follow-children`): when this End block is the trace's last, the exec succeeded and
     /// the rest of the process's life went unrecorded.
     pub exec_unfollowed: bool,
+    /// Releases of a null pointer (`free(NULL)`, `delete nullptr`), which the monitor counts
+    /// instead of recording each as an event (older traces hold them as deallocation events of
+    /// address 0, and 0 here).
+    pub null_frees: u64,
 }
 
 impl EndRecord {
@@ -418,6 +422,7 @@ impl EndRecord {
             self.sampler_ns,
             self.writer_cpu_ns,
             u64::from(self.exec_unfollowed),
+            self.null_frees,
         ] {
             put(&mut o, v);
         }
@@ -440,6 +445,7 @@ impl EndRecord {
             sampler_ns: c.var().unwrap_or(0),
             writer_cpu_ns: c.var().unwrap_or(0),
             exec_unfollowed: c.var().unwrap_or(0) == 1,
+            null_frees: c.var().unwrap_or(0),
         })
     }
 }
@@ -459,6 +465,7 @@ mod tests {
             sampler_ns: 12_345,
             writer_cpu_ns: 67_890,
             exec_unfollowed: true,
+            null_frees: 37,
         };
         assert_eq!(EndRecord::decode(&e.encode()).unwrap(), e);
         // A trace from before the CPU sampler: four fields, the rest read as 0.

@@ -321,15 +321,15 @@ fn threads_each_with_own_size() {
 }
 
 /// Eight threads allocating long enough to keep every processor of a small machine busy: the
-/// monitor then writes rows, LZ4-compressed by the threads themselves (`output.rs`,
+/// monitor then writes rows, Zstandard-compressed by the threads themselves (`output.rs`,
 /// `SATURATED_CODEC`), and the report must count them as exactly.
 #[test]
 fn threads_saturating_the_machine() {
     let trace = threads_exact("threads_busy", "100000");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores <= 4 {
-        let lz4_rows = blocks(&trace).iter().filter(|b| (b.kind, b.codec) == (4, 1)).count();
-        assert!(lz4_rows > 0, "no LZ4 event rows with 8 busy threads on {cores} processors");
+        let zstd_rows = blocks(&trace).iter().filter(|b| (b.kind, b.codec) == (4, 2)).count();
+        assert!(zstd_rows > 0, "no Zstandard event rows with 8 busy threads on {cores} processors");
     }
 }
 

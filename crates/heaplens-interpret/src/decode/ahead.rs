@@ -241,7 +241,8 @@ impl Ahead {
         if let Some(c) = span.crowded() {
             self.crowded.store(c, Ordering::Relaxed);
         }
-        let tid = crate::decode::payload::header(untag(payload).0).unwrap_or(0);
+        let (body, layout) = untag(payload);
+        let tid = crate::decode::payload::header(body, layout).unwrap_or(0);
         Decoded { events, bad, tid }
     }
 

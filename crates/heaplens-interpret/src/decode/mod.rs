@@ -243,7 +243,7 @@ pub(crate) mod tests {
         let mut c = Vec::new();
         ColumnEncoder::default().encode(&r, &mut c).unwrap();
         for (payload, layout) in [(r.clone(), ROWS), (c, COLUMNS)] {
-            assert_eq!(header(&payload), Some(4321));
+            assert_eq!(header(&payload, layout), Some(4321));
             let d = tagged(payload, layout);
             assert_eq!(first_ts(&d), Some(100));
             let mut got = Vec::new();

@@ -25,9 +25,11 @@ pub fn untag(d: &[u8]) -> (&[u8], u8) {
     }
 }
 
-/// The thread id of a block payload of either layout (both start with it); `None` when it
-/// lacks one.
-pub fn header(d: &[u8]) -> Option<u32> {
+/// The thread id of a block payload of `layout`; `None` when it lacks one.
+pub fn header(d: &[u8], layout: u8) -> Option<u32> {
+    if layout == COLUMNS {
+        return heaplens_trace::columns::tid(d);
+    }
     u32::try_from(read_var(d, &mut 0)?).ok()
 }
 

@@ -63,7 +63,11 @@ macro_rules! family_free {
                     return call::$name($p $(, $a)*);
                 }
                 let Some(_g) = enter() else { return call::$name($p $(, $a)*) };
-                record::dealloc($op, $p);
+                if $p.is_null() {
+                    record::null_free($op);
+                } else {
+                    record::dealloc($op, $p);
+                }
                 call::$name($p $(, $a)*)
             }
         }

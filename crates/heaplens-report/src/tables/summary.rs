@@ -74,7 +74,7 @@ pub fn summary(t: &Trace, r: &Replay) -> Summary {
         allocations: count(r.allocations),
         deallocations: count(r.deallocations),
         unmatched_frees: count(r.unmatched_frees),
-        null_frees: count(r.null_frees),
+        null_frees: count(r.null_frees) + t.end.map_or(0, |e| e.null_frees),
         overwritten_allocations: count(r.overwritten),
         failed_allocations: count(r.failed_allocations),
         bytes_allocated: count(r.bytes_allocated),

@@ -93,6 +93,7 @@ impl TraceBuilder {
             sampler_ns: 0,
             writer_cpu_ns: 0,
             exec_unfollowed: false,
+            null_frees: 0,
         };
         self.w.write_block(BlockKind::End, &end.encode()).unwrap();
         let exit = ExitRecord { code: Some(0), signal: None, end_mono_ns: end_mono_ns + 5 };
