@@ -28,10 +28,14 @@
 
 pub mod activity;
 pub mod aggregate;
+#[cfg(not(feature = "cpu_monitor"))]
+pub mod attach;
 pub mod cpu;
 pub mod crash;
 #[cfg_attr(feature = "cpu_monitor", allow(unused_macros, unused_imports))]
 pub mod fastpath;
+#[cfg(not(feature = "cpu_monitor"))]
+pub mod got;
 pub mod heap;
 // In the CPU-only monitor the allocation hooks are built but not exported (see `hooks::entry!`).
 #[cfg_attr(feature = "cpu_monitor", allow(dead_code, unused_imports, unused_macros))]
@@ -199,6 +203,12 @@ extern "C" fn init() {
 }
 
 fn start() {
+    // Loaded by `heaplens attach` (dlopen into a running process): nothing starts until
+    // `heaplens_attach` is called (see [`attach`]).
+    #[cfg(not(feature = "cpu_monitor"))]
+    if !attach::preloaded() {
+        return;
+    }
     tls::init_fast_path();
     heap::set_reserve_aside();
     PID.store(std::process::id(), Ordering::Relaxed);
@@ -230,7 +240,7 @@ fn start() {
     if !follow_children {
         forget_preload();
     }
-    let process = process_record(max_frames);
+    let process = process_record(max_frames, false);
     if let Err(e) = output::open(&output, &process) {
         eprintln!("heaplens: cannot create the trace {}: {e}; the program runs without recording", output.display());
         STATE.store(DONE, Ordering::Release);
@@ -270,7 +280,7 @@ fn start() {
     }
 }
 
-fn process_record(max_frames: usize) -> ProcessRecord {
+fn process_record(max_frames: usize, attached: bool) -> ProcessRecord {
     ProcessRecord {
         pid: std::process::id(),
         // SAFETY: no preconditions.
@@ -284,6 +294,7 @@ fn process_record(max_frames: usize) -> ProcessRecord {
         sample_rate: sampling::rate(),
         cpu_hz: cpu::requested_hz(),
         cpu_only: CPU_ONLY.load(Ordering::Relaxed),
+        attached,
     }
 }
 
@@ -408,6 +419,13 @@ extern "C" fn fork_child() {
     }
     drop(held);
     PID.store(std::process::id(), Ordering::Relaxed);
+    #[cfg(not(feature = "cpu_monitor"))]
+    if attach::attached() {
+        // An attached monitor leaves the child alone: the child runs unhooked, untraced.
+        attach::stop_in_child();
+        tls::slot().guard -= 1;
+        return;
+    }
     let r = std::panic::catch_unwind(|| {
         owner_lock::init();
         let me = thread::current().map(|s| {
@@ -415,7 +433,7 @@ extern "C" fn fork_child() {
             s as *mut thread::ThreadState as usize
         });
         aggregate::reset_after_fork();
-        output::restart_in_child(&process_record(config().max_frames), me.unwrap_or(0));
+        output::restart_in_child(&process_record(config().max_frames, false), me.unwrap_or(0));
         cpu::after_fork_child();
         if cpu::enabled() {
             // Samples come without events: nothing else would start the child's writer.

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod attach;
 mod export;
 mod map;
 mod one_process;
@@ -51,6 +52,46 @@ enum Command {
     /// Ask a program running under `heaplens run --aggregate` to write a snapshot of its
     /// counters into its trace now (then `heaplens report` the trace while it runs).
     Snapshot(SnapshotArgs),
+    /// Attach to a running program (through gdb) and record its allocations from now on,
+    /// until --duration, Ctrl-C or `heaplens detach PID`; the program then goes on as before.
+    Attach(AttachArgs),
+    /// Detach heaplens from a program it attached to: its entry points are put back and the
+    /// trace is sealed.
+    Detach(DetachArgs),
+}
+
+/// Arguments of `heaplens attach`.
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The process id of the running program.
+    #[arg(value_name = "PID")]
+    pub pid: u32,
+    /// Trace file to write [default: heaplens.PROGRAM.PID.hltrace in the current directory,
+    /// heaplens.PROGRAM.PID.N.hltrace when attaching again]. The program's user must be able to
+    /// create it.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Detach after this long (250ms, 2s, 1.5m; a plain number is seconds) [default: until
+    /// Ctrl-C, `heaplens detach PID` or the end of the program].
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Deepest call stack recorded, in frames (the first attach to a process sets it).
+    #[arg(long, default_value_t = 1024, value_name = "FRAMES")]
+    pub max_frames: u32,
+    /// Also sample CPU time (not supported yet when attaching: refused with a message).
+    #[arg(long)]
+    pub cpu: bool,
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Arguments of `heaplens detach`.
+#[derive(Args, Debug)]
+pub struct DetachArgs {
+    /// The process id of the program `heaplens attach` records.
+    #[arg(value_name = "PID")]
+    pub pid: u32,
 }
 
 /// Arguments of `heaplens snapshot`.
@@ -401,6 +442,15 @@ fn parse_alpha(s: &str) -> Result<f32, String> {
 }
 
 /// Parses a duration with a unit (ns, us, ms, s; nanoseconds without one).
+/// A duration: a plain number is seconds, else as [`parse_time`] (250ms, 1.5s).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok(std::time::Duration::from_secs_f64(secs)),
+        Ok(_) => Err(format!("`{s}` is not a duration")),
+        Err(_) => parse_time(s).map(std::time::Duration::from_nanos),
+    }
+}
+
 fn parse_time(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
@@ -508,7 +558,7 @@ fn main() -> ExitCode {
         Command::Map(a) => Some((&a.trace, "map")),
         Command::Timeline(a) => Some((&a.trace, "timeline")),
         Command::View(a) => Some((&a.trace, "view")),
-        Command::Run(_) | Command::Report(_) | Command::Snapshot(_) => None,
+        Command::Run(_) | Command::Report(_) | Command::Snapshot(_) | Command::Attach(_) | Command::Detach(_) => None,
     };
     if let Some((trace, command)) = one_process {
         one_process::note_children(trace, command);
@@ -521,6 +571,8 @@ fn main() -> ExitCode {
         Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::View(a) => view::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Attach(a) => attach::execute_attach(&a),
+        Command::Detach(a) => attach::execute_detach(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -24,7 +24,7 @@ const PRELOAD: &str = "libheaplens_preload.so";
 const CPU_PRELOAD: &str = "libheaplens_preload_cpu.so";
 
 /// Finds the monitor: `$HEAPLENS_PRELOAD`, else next to this executable, else in `../lib`.
-fn find_preload() -> Result<PathBuf> {
+pub(crate) fn find_preload() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("HEAPLENS_PRELOAD") {
         return Ok(PathBuf::from(p));
     }
@@ -74,19 +74,19 @@ fn resolve_program(program: &OsStr) -> Option<PathBuf> {
 
 /// Where the trace goes, checked before the program starts without changing what is there:
 /// the path the monitor is to write, and the file it is to replace once complete.
-struct Destination {
+pub(crate) struct Destination {
     /// `HEAPLENS_OUTPUT`: `%p` still in it.
-    monitor: PathBuf,
+    pub(crate) monitor: PathBuf,
     /// An existing trace (or other regular file) the monitor's trace is renamed over at the
     /// end: it stays as it was until then, and if no trace comes.
-    replaces: Option<PathBuf>,
+    pub(crate) replaces: Option<PathBuf>,
 }
 
 /// Checks that the trace can be written at `template`, and that it is not the program's own
 /// file. Nothing that exists is truncated or removed: a name not taken is created (exclusively)
 /// and removed again, a device or FIFO must be writable, and an existing regular file is kept
 /// until a new trace written beside it replaces it.
-fn destination(template: &Path, program: Option<&Path>) -> Result<Destination> {
+pub(crate) fn destination(template: &Path, program: Option<&Path>) -> Result<Destination> {
     let cannot = || format!("cannot write the trace {}", template.display());
     let dir = template.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if naming::has_pid(template.as_os_str()) {
@@ -338,7 +338,7 @@ fn gather_children(template: &Path, trace: &Path, root: u32) {
 /// How the user can run this heaplens again: `heaplens` when that name on `PATH` is this
 /// executable, else its path (`target/release/heaplens` after a build), so that the command
 /// heaplens suggests works when pasted.
-fn invoked_as() -> String {
+pub(crate) fn invoked_as() -> String {
     let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else { return "heaplens".into() };
     let on_path = std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path)
