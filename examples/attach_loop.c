@@ -76,8 +76,8 @@ static void some_blocks(const char *what)
 {
     char *p[100];
     for (int i = 0; i < 100; i++) {
-        p[i] = malloc(1000 + i);
-        snprintf(p[i], 1000, "%s %d", what, i);
+        p[i] = malloc(900 + i);
+        snprintf(p[i], 900, "%s %d", what, i);
     }
     printf("attach_loop: %s blocks=100 last=%s\n", what, p[99]);
     for (int i = 0; i < 100; i++)
