@@ -74,6 +74,11 @@ macro_rules! need_ptrace {
     };
 }
 
+/// Runs the program bare to its end, then starts it again to attach to.
+fn bare_then_started(dir: &WorkDir, exe: &Path, args: &[&str]) -> (Out, Program) {
+    (run_bare(dir, exe, args), Program::start(dir, exe, args, false))
+}
+
 fn loop_program(dir: &WorkDir) -> PathBuf {
     compile_c(dir, "attach_loop.c", &["-pthread"])
 }
@@ -166,10 +171,8 @@ fn attach_detach_attach_again_records_the_window_and_changes_nothing() {
     let dir = WorkDir::new("attach-window");
     need_ptrace!(dir);
     let exe = loop_program(&dir);
-    let bare = run_bare(&dir, &exe, &["loop", "3000000"]);
+    let (bare, program) = bare_then_started(&dir, &exe, &["loop", "3000000"]);
     assert_eq!(bare.status.code(), Some(7), "bare run\n{}", bare.show());
-
-    let program = Program::start(&dir, &exe, &["loop", "3000000"], false);
     let pid = program.pid();
     std::thread::sleep(Duration::from_millis(300));
     let (fds, threads) = fds_and_threads(pid);
@@ -251,8 +254,7 @@ fn forks_sleeps_and_blocking_reads_go_on_as_before() {
     let exe = loop_program(&dir);
 
     // Forks after the attach: the child runs unrecorded, the parent is recorded to its end.
-    let bare = run_bare(&dir, &exe, &["fork", "2000000"]);
-    let program = Program::start(&dir, &exe, &["fork", "2000000"], false);
+    let (bare, program) = bare_then_started(&dir, &exe, &["fork", "2000000"]);
     let pid = program.pid();
     let trace = dir.join("fork.hltrace");
     let attached = attach_in_background(&dir, pid, &["-o", trace.to_str().unwrap()]);
@@ -271,8 +273,7 @@ fn forks_sleeps_and_blocking_reads_go_on_as_before() {
     assert!(children.is_empty(), "the child wrote no trace");
 
     // Asleep when attached.
-    let bare = run_bare(&dir, &exe, &["sleep", "2"]);
-    let program = Program::start(&dir, &exe, &["sleep", "2"], false);
+    let (bare, program) = bare_then_started(&dir, &exe, &["sleep", "2"]);
     let pid = program.pid();
     std::thread::sleep(Duration::from_millis(200));
     let trace = dir.join("sleep.hltrace");
