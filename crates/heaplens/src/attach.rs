@@ -94,12 +94,22 @@ fn check_target(pid: u32) -> Result<Target> {
     if crate::snapshot::trace_of(pid).is_ok() {
         bail!("process {pid} is already attached (heaplens detach {pid} ends that first)");
     }
-    let maps = std::fs::read_to_string(proc.join("maps"))
-        .with_context(|| format!("cannot read the memory map of process {pid}: ptrace is refused"))?;
+    let read_maps = || {
+        std::fs::read_to_string(proc.join("maps"))
+            .with_context(|| format!("cannot read the memory map of process {pid}: ptrace is refused"))
+    };
+    let has_libc = |maps: &str| maps.lines().any(|l| l.contains("/libc.so.6"));
+    let mut maps = read_maps()?;
+    // A process that just started may still be in the loader, its libraries not all mapped.
+    let start = Instant::now();
+    while !has_libc(&maps) && start.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+        maps = read_maps()?;
+    }
     if !maps.lines().any(|l| l.contains("/ld-linux") || l.contains("/ld-2.") || l.contains("/ld64")) {
         bail!("process {pid} ({name}) is statically linked: heaplens can only attach to programs that use the dynamic loader");
     }
-    if !maps.lines().any(|l| l.contains("/libc.so.6")) {
+    if !has_libc(&maps) {
         bail!("process {pid} ({name}) does not use the GNU C library: heaplens cannot load its monitor into it");
     }
     Ok(Target { name })

@@ -100,10 +100,15 @@ fn attach_in_background(dir: &WorkDir, pid: u32, args: &[&str]) -> Child {
     cmd.spawn().expect("start heaplens attach")
 }
 
-/// Waits until process `pid` has a heaplens trace open (the attach is done).
-fn wait_attached(pid: u32) {
+/// Waits until process `pid` has a heaplens trace open (the attach by `attaching` is done).
+fn wait_attached(pid: u32, attaching: &mut Child) {
     let start = Instant::now();
     while trace_open(pid).is_none() {
+        if let Ok(Some(st)) = attaching.try_wait() {
+            let mut err = String::new();
+            let _ = std::io::Read::read_to_string(attaching.stderr.as_mut().unwrap(), &mut err);
+            panic!("heaplens attach ended ({st}) before process {pid} was attached:\n{err}");
+        }
         assert!(start.elapsed() < Duration::from_secs(60), "process {pid} was not attached within 60 s");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -288,8 +293,8 @@ fn forks_sleeps_and_blocking_reads_go_on_as_before() {
     let pid = program.pid();
     std::thread::sleep(Duration::from_millis(200));
     let trace = dir.join("read.hltrace");
-    let attached = attach_in_background(&dir, pid, &["-o", trace.to_str().unwrap()]);
-    wait_attached(pid);
+    let mut attached = attach_in_background(&dir, pid, &["-o", trace.to_str().unwrap()]);
+    wait_attached(pid, &mut attached);
     let mut stdin = program.child.stdin.take().unwrap();
     stdin.write_all(b"typed\n").unwrap();
     drop(stdin);
@@ -411,9 +416,10 @@ fn refusals_are_one_line_and_leave_the_program_alone() {
     // Attached already.
     let program = Program::start(&dir, &exe, &["sleep", "4"], false);
     let pid = program.pid();
+    std::thread::sleep(Duration::from_millis(100));
     let trace = dir.join("busy.hltrace");
-    let attached = attach_in_background(&dir, pid, &["-o", trace.to_str().unwrap()]);
-    wait_attached(pid);
+    let mut attached = attach_in_background(&dir, pid, &["-o", trace.to_str().unwrap()]);
+    wait_attached(pid, &mut attached);
     let out = attach(&dir, pid, &["-o", dir.join("other.hltrace").to_str().unwrap()]);
     assert_one_line_error(&out, "attach twice");
     assert!(out.stderr.contains("is already attached"), "{}", out.show());
