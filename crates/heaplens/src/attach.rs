@@ -132,6 +132,27 @@ fn gdb_string(s: &Path) -> Result<String> {
     Ok(format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")))
 }
 
+/// Picks the thread gdb runs the monitor's loading on: the first (the main thread first) that
+/// was stopped in a system call (the instruction before its pc is `syscall`): it waits
+/// (`nanosleep`, `read`, `epoll_wait`, a lock's `futex`) outside the allocator, whose locks
+/// `dlopen` takes. A thread stopped in the middle of `malloc` would deadlock, or worse, when
+/// made to call `malloc` again. Without such a thread, gdb's own choice stands (the main
+/// thread, as heaptrack and memray do).
+const CHOOSE_THREAD: &str = r#"
+import gdb
+inferior = gdb.selected_inferior()
+for thread in sorted(inferior.threads(), key=lambda t: t.num):
+    thread.switch()
+    try:
+        pc = int(gdb.parse_and_eval("$pc"))
+        if bytes(inferior.read_memory(pc - 2, 2)) == b"\x0f\x05":
+            break
+    except gdb.error:
+        pass
+else:
+    sorted(inferior.threads(), key=lambda t: t.num)[0].switch()
+"#;
+
 /// Loads the monitor into process `pid` and starts it writing `trace` (`max_frames` deep):
 /// gdb calls `dlopen`, then `heaplens_attach`.
 fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32) -> Result<()> {
@@ -146,10 +167,15 @@ fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32) -> Result<()>
         out = gdb_string(trace)?,
     );
     std::fs::write(script.path(), commands)?;
+    let choose = tempfile::Builder::new().prefix("heaplens-attach-").suffix(".py").tempfile()?;
+    std::fs::write(choose.path(), CHOOSE_THREAD)?;
     let child = Command::new(&gdb)
         // Only the C library's symbols (for dlopen): reading every library's takes twice as long.
         .args(["-nx", "-batch", "-q", "-iex", "set auto-solib-add off", "-p", &pid.to_string()])
         .args(["-ex", "sharedlibrary libc\\.so", "-x"])
+        // A script of its own: without Python in gdb it fails alone, and gdb goes on.
+        .arg(choose.path())
+        .arg("-x")
         .arg(script.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
