@@ -6,7 +6,9 @@
  *                            500; exits with status 7
  *   attach_loop fork         as loop with ITER/4, then forks a child that allocates and exits 3
  *   attach_loop sleep SEC    sleeps SEC seconds, then allocates
- *   attach_loop read         reads a line from stdin, then allocates and echoes it */
+ *   attach_loop read         reads a line from stdin, then allocates and echoes it
+ *   attach_loop hold N SIZE SEC  allocates N blocks of SIZE bytes in hold_blocks, says so,
+ *                            keeps them SEC seconds, frees them; exits with status 4 */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
@@ -84,6 +86,17 @@ static void some_blocks(const char *what)
         free(p[i]);
 }
 
+/* The blocks of `hold`, allocated here (not inlined into main: the site the views name). */
+__attribute__((noinline)) static char **hold_blocks(int n, size_t size)
+{
+    char **p = malloc(sizeof *p * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        p[i] = malloc(size);
+        memset(p[i], i, size);
+    }
+    return p;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "loop";
@@ -92,6 +105,17 @@ int main(int argc, char **argv)
         sleep(argc > 2 ? (unsigned)atoi(argv[2]) : 3);
         some_blocks("after-sleep");
         return 5;
+    }
+    if (!strcmp(mode, "hold") && argc > 4) {
+        int n = atoi(argv[2]);
+        size_t size = (size_t)atol(argv[3]);
+        char **p = hold_blocks(n, size);
+        printf("attach_loop: held blocks=%d bytes=%zu\n", n, (size_t)n * size);
+        sleep((unsigned)atoi(argv[4]));
+        for (int i = 0; i < n; i++)
+            free(p[i]);
+        free(p);
+        return 4;
     }
     if (!strcmp(mode, "read")) {
         char line[256];

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod attach;
 mod export;
+mod live;
 mod map;
 mod one_process;
 mod picture;
@@ -58,6 +59,31 @@ enum Command {
     /// Detach heaplens from a program it attached to: its entry points are put back and the
     /// trace is sealed.
     Detach(DetachArgs),
+    /// Watch a trace while it is written (by heaplens run or heaplens attach) in the terminal:
+    /// bytes in use over time, the call sites holding and allocating the most, old blocks,
+    /// threads; a new screen every second, q to quit.
+    Live(LiveArgs),
+}
+
+/// Arguments of `heaplens live`.
+#[derive(Args, Debug)]
+pub struct LiveArgs {
+    /// The trace, or the process id of a program heaplens records now.
+    #[arg(value_name = "TRACE|PID")]
+    pub target: PathBuf,
+    /// Print screens as text instead of drawing on the terminal (for scripts).
+    #[arg(long)]
+    pub plain: bool,
+    /// With --plain: print this many screens, one a second, then stop [default: 1].
+    #[arg(long, value_name = "N")]
+    pub frames: Option<usize>,
+    /// Blocks live longer than this are shown as leak candidates (250ms, 2s, 1.5m; a plain
+    /// number is seconds).
+    #[arg(long, value_name = "TIME", default_value = "10", value_parser = parse_duration)]
+    pub old: std::time::Duration,
+    /// Rows per table.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub top: usize,
 }
 
 /// Arguments of `heaplens attach`.
@@ -139,6 +165,10 @@ pub struct RunArgs {
     /// Print nothing but the program's own output.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Watch the heap live in the terminal while the program runs (as `heaplens live`; q
+    /// quits the view, the program runs on). The program's own output shares the terminal.
+    #[arg(long)]
+    pub live: bool,
     /// The program to profile and its arguments.
     /// Taken as the OS gives them: arguments and paths need not be UTF-8.
     #[arg(required = true, value_name = "PROGRAM [ARGS]...", value_parser = clap::value_parser!(std::ffi::OsString))]
@@ -558,7 +588,12 @@ fn main() -> ExitCode {
         Command::Map(a) => Some((&a.trace, "map")),
         Command::Timeline(a) => Some((&a.trace, "timeline")),
         Command::View(a) => Some((&a.trace, "view")),
-        Command::Run(_) | Command::Report(_) | Command::Snapshot(_) | Command::Attach(_) | Command::Detach(_) => None,
+        Command::Run(_)
+        | Command::Report(_)
+        | Command::Snapshot(_)
+        | Command::Attach(_)
+        | Command::Detach(_)
+        | Command::Live(_) => None,
     };
     if let Some((trace, command)) = one_process {
         one_process::note_children(trace, command);
@@ -573,6 +608,7 @@ fn main() -> ExitCode {
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Attach(a) => attach::execute_attach(&a),
         Command::Detach(a) => attach::execute_detach(&a).map(|()| ExitCode::SUCCESS),
+        Command::Live(a) => live::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

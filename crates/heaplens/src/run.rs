@@ -201,6 +201,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         }
     }
     let mut child = cmd.spawn().with_context(|| format!("cannot run {shown}"))?;
+    let child_id = child.id();
     let trace = naming::fill_pid(dest.monitor.as_os_str(), &child.id().to_string());
     // Symbolize on the side as the stacks reach the trace (see `symbolize::embedded`), except
     // when sampling: that mode promises the program under 5% more time, and symbolizing took
@@ -217,7 +218,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
             .spawn(move || heaplens_interpret::symbolize::embedded::symbolize_while_written(&trace, pid, &ended))
             .ok()
     };
-    let status = child.wait().context("waiting for the program")?;
+    let status = if a.live { live_beside(child, &trace)? } else { child.wait().context("waiting for the program")? };
     let exit = ExitRecord { code: status.code(), signal: status.signal(), end_mono_ns: monotonic_ns() };
     ended.store(true, Ordering::Release);
     if let Some(h) = &symbols {
@@ -226,7 +227,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     let symbols = symbols.and_then(|h| h.join().ok()).flatten();
 
     if a.follow_children && trace.is_file() {
-        gather_children(&dest.monitor, &trace, child.id());
+        gather_children(&dest.monitor, &trace, child_id);
     }
     if trace.is_file() {
         let appended = append_exit(&trace, &exit).and_then(|()| match &symbols {
@@ -296,6 +297,22 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(128 + sig as u8));
     }
     Ok(ExitCode::from(status.code().unwrap_or(1) as u8))
+}
+
+/// `--live`: the live view of `trace` on the terminal while `child` runs (and after, until the
+/// user quits); returns how the child ended.
+fn live_beside(mut child: std::process::Child, trace: &Path) -> Result<std::process::ExitStatus> {
+    let ended = Arc::new(AtomicBool::new(false));
+    let done = ended.clone();
+    let waiter = std::thread::spawn(move || {
+        let status = child.wait();
+        done.store(true, Ordering::Release);
+        status
+    });
+    if let Err(e) = heaplens_live::interactive(trace, &heaplens_live::Options::default(), Some(&ended)) {
+        eprintln!("heaplens: warning: no live view ({e}); the program runs on");
+    }
+    waiter.join().map_err(|_| anyhow::anyhow!("waiting for the program"))?.context("waiting for the program")
 }
 
 /// Appends the exit record to a finished trace.
