@@ -122,12 +122,53 @@ fn targets() -> &'static [got::Target] {
     })
 }
 
+/// `addr`, found for the real `name` (NUL-terminated) in the global scope, if a function
+/// starts there outside this library; else the C library's own `name`, else 0. A non-PIE
+/// program that takes a function's address exports its PLT entry under the function's name,
+/// and the global lookup finds that: a jump through the program's GOT slot, which the hooks
+/// now hold (every call would loop into them).
+fn real_definition(name: &'static str, addr: usize) -> usize {
+    let own = own_base();
+    let starts_function = |a: usize| {
+        if a == 0 || module_base(a) == own {
+            return false;
+        }
+        // SAFETY: `dladdr` only reads the loader's tables and fills `info`.
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            libc::dladdr(a as *const libc::c_void, &mut info) != 0 && info.dli_saddr as usize == a
+        }
+    };
+    if starts_function(addr) {
+        return addr;
+    }
+    // SAFETY: RTLD_NOLOAD only finds the C library, loaded already; NUL-terminated names.
+    let libc_own = unsafe {
+        let libc = libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if libc.is_null() {
+            0
+        } else {
+            libc::dlsym(libc, name.as_ptr().cast()) as usize
+        }
+    };
+    if starts_function(libc_own) {
+        libc_own
+    } else {
+        0
+    }
+}
+
 /// This library's load address (its own GOT entries are never rewritten).
 fn own_base() -> usize {
-    // SAFETY: `dladdr` fills `info` for an address inside this library.
+    module_base(own_base as *const () as usize)
+}
+
+/// The load address of the module holding `addr`, 0 when none does.
+fn module_base(addr: usize) -> usize {
+    // SAFETY: `dladdr` only reads the loader's tables and fills `info`.
     unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(own_base as *const libc::c_void, &mut info) == 0 {
+        if libc::dladdr(addr as *const libc::c_void, &mut info) == 0 {
             return 0;
         }
         info.dli_fbase as usize
@@ -186,6 +227,7 @@ fn arm(output: &std::path::Path, max_frames: u32) -> i32 {
         unsafe { libc::pthread_atfork(Some(crate::fork_prepare), Some(crate::fork_parent), Some(crate::fork_child)) };
     });
     real::resolve_all();
+    real::fix_each(real_definition);
     crate::PID.store(std::process::id(), Ordering::Relaxed);
     crate::UNRECORDED.store(0, Ordering::Relaxed);
     // A new recording: the previous one's leftovers are dropped, every thread starts over.

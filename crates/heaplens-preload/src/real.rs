@@ -40,6 +40,17 @@ macro_rules! real_fns {
             )*
         }
 
+        /// Replaces every real function found with what `fix` returns for its name
+        /// (NUL-terminated) and address; 0 leaves the `__libc_*` fallback to serve.
+        pub fn fix_each(fix: impl Fn(&'static str, usize) -> usize) {
+            $(
+                let a = $name.load(Ordering::Acquire);
+                if a != 0 {
+                    $name.store(fix(concat!($sym, "\0"), a), Ordering::Release);
+                }
+            )*
+        }
+
         /// Calls into the real functions, one per interposed entry point.
         pub mod call {
             use super::*;

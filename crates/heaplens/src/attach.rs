@@ -12,6 +12,7 @@
 //! Everything that can be checked is checked before gdb touches the process, so that each
 //! refusal is one clear line and the process is left untouched.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,10 +110,29 @@ fn check_target(pid: u32) -> Result<Target> {
     if !maps.lines().any(|l| l.contains("/ld-linux") || l.contains("/ld-2.") || l.contains("/ld64")) {
         bail!("process {pid} ({name}) is statically linked: heaplens can only attach to programs that use the dynamic loader");
     }
+    // A process that just started may still be in the loader, or in the C library's start-up,
+    // where dlopen cannot run: give it a moment.
+    if let Some(age) = age(pid) {
+        std::thread::sleep(MIN_AGE.saturating_sub(age));
+    }
     if !has_libc(&maps) {
         bail!("process {pid} ({name}) does not use the GNU C library: heaplens cannot load its monitor into it");
     }
     Ok(Target { name })
+}
+
+/// How long a process must have run before gdb loads the monitor into it.
+const MIN_AGE: Duration = Duration::from_millis(300);
+
+/// How long process `pid` has run (from `/proc/PID/stat` and the system's uptime).
+fn age(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22, counted after the command's closing parenthesis (field 2 may hold spaces).
+    let start_ticks: u64 = stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()?;
+    // SAFETY: no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime").ok()?.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_secs_f64((uptime - start_ticks as f64 / hz).max(0.0)))
 }
 
 /// gdb, from `$PATH`.
@@ -180,6 +200,9 @@ fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32) -> Result<()>
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Out of the terminal's process group: a Ctrl-C must not interrupt gdb in the middle
+        // of its call into the program (heaplens detaches right after instead).
+        .process_group(0)
         .spawn()
         .with_context(|| format!("cannot run {}", gdb.display()))?;
     let out = wait_output(child, GDB_LIMIT)

@@ -176,7 +176,7 @@ fn attach_detach_attach_again_records_the_window_and_changes_nothing() {
     let dir = WorkDir::new("attach-window");
     need_ptrace!(dir);
     let exe = loop_program(&dir);
-    let (bare, program) = bare_then_started(&dir, &exe, &["loop", "3000000"]);
+    let (bare, program) = bare_then_started(&dir, &exe, &["loop", "4000000"]);
     assert_eq!(bare.status.code(), Some(7), "bare run\n{}", bare.show());
     let pid = program.pid();
     std::thread::sleep(Duration::from_millis(300));
