@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use crate::{got, intern, modules, output, procinfo, queue, real, resolve, thread, tls};
+use crate::{got, intern, modules, output, queue, real, resolve, thread, tls};
 
 /// [`heaplens_attach`]: recording started.
 pub const ATTACH_OK: i32 = 0;
@@ -51,16 +51,23 @@ pub fn attached() -> bool {
 }
 
 /// Whether the library was loaded at the program's start (`LD_PRELOAD`, as `heaplens run`
-/// does), rather than by `dlopen` into a running process: `HEAPLENS_OUTPUT` is set, or
-/// `LD_PRELOAD` names this library.
+/// does, or linked in), rather than by `dlopen` into a running process: `HEAPLENS_OUTPUT` is
+/// set, the monitor is part of the program itself, or the program's global scope finds this
+/// library's `heaplens_attach` (`dlopen` as `heaplens attach` does, `RTLD_LOCAL`, keeps the
+/// library out of it).
 pub fn preloaded() -> bool {
     if std::env::var_os("HEAPLENS_OUTPUT").is_some() {
         return true;
     }
-    let Some(v) = std::env::var_os("LD_PRELOAD") else { return false };
-    let v = v.to_string_lossy();
-    let me = crate::own_path();
-    v.split([':', ' ']).any(|s| s.contains("libheaplens_preload") || Some(s) == me.as_deref())
+    // Built into the program itself (the monitor's unit tests).
+    // SAFETY: no preconditions.
+    let entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
+    if module_base(entry) == own_base() {
+        return true;
+    }
+    // SAFETY: a NUL-terminated name; the loader's lock is recursive (this runs at load time).
+    let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"heaplens_attach".as_ptr()) };
+    found as usize == heaplens_attach as *const () as usize
 }
 
 /// The entry points hooked in every module.
@@ -204,11 +211,7 @@ fn arm(output: &std::path::Path, max_frames: u32) -> i32 {
     }
     static FIRST: std::sync::Once = std::sync::Once::new();
     FIRST.call_once(|| {
-        tls::init_fast_path();
-        crate::heap::set_reserve_aside();
-        if procinfo::gettid() == std::process::id() {
-            procinfo::note_main_stack();
-        }
+        // The start-up code did the rest (the fast path's offset, the heap's reserve).
         real::use_global_scope();
         crate::owner_lock::init();
         thread::init_key();

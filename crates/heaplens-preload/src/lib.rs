@@ -203,16 +203,16 @@ extern "C" fn init() {
 }
 
 fn start() {
-    // Loaded by `heaplens attach` (dlopen into a running process): nothing starts until
-    // `heaplens_attach` is called (see [`attach`]).
-    #[cfg(not(feature = "cpu_monitor"))]
-    if !attach::preloaded() {
-        return;
-    }
     tls::init_fast_path();
     heap::set_reserve_aside();
     PID.store(std::process::id(), Ordering::Relaxed);
     procinfo::note_main_stack();
+    // Loaded by `heaplens attach` (dlopen into a running process): nothing more until
+    // `heaplens_attach` is called (see [`attach`]); `RTLD_NEXT` means nothing from there.
+    #[cfg(not(feature = "cpu_monitor"))]
+    if !attach::preloaded() {
+        return;
+    }
     real::resolve_all();
     let Some(out) = std::env::var_os("HEAPLENS_OUTPUT") else { return };
     let pid = std::process::id();
