@@ -65,9 +65,13 @@ pub fn preloaded() -> bool {
     if module_base(entry) == own_base() {
         return true;
     }
+    // The program's own handle searches the global scope alone (`RTLD_DEFAULT` from here would
+    // also search this library's local scope).
     // SAFETY: a NUL-terminated name; the loader's lock is recursive (this runs at load time).
-    let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"heaplens_attach".as_ptr()) };
-    found as usize == heaplens_attach as *const () as usize
+    unsafe {
+        let program = libc::dlopen(std::ptr::null(), libc::RTLD_LAZY);
+        !program.is_null() && !libc::dlsym(program, c"heaplens_attach".as_ptr()).is_null()
+    }
 }
 
 /// The entry points hooked in every module.
