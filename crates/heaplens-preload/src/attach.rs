@@ -144,10 +144,13 @@ fn real_definition(name: &'static str, addr: usize) -> usize {
         if a == 0 || module_base(a) == own {
             return false;
         }
-        // SAFETY: `dladdr` only reads the loader's tables and fills `info`.
+        // SAFETY: `dladdr` only reads the loader's tables and fills `info`; a symbol starts at
+        // `a`, so its first bytes are mapped code.
         unsafe {
             let mut info: libc::Dl_info = std::mem::zeroed();
-            libc::dladdr(a as *const libc::c_void, &mut info) != 0 && info.dli_saddr as usize == a
+            libc::dladdr(a as *const libc::c_void, &mut info) != 0
+                && info.dli_saddr as usize == a
+                && !jumps_through_memory(a as *const u8)
         }
     };
     if starts_function(addr) {
@@ -167,6 +170,23 @@ fn real_definition(name: &'static str, addr: usize) -> usize {
     } else {
         0
     }
+}
+
+/// Whether the code at `p` is a PLT entry: `jmp *slot(%rip)` (`ff 25`), after an `endbr64`
+/// and a `bnd` prefix if present. (The loader's `dladdr` names an undefined symbol by its
+/// canonical PLT entry.)
+///
+/// # Safety
+/// `p` points to at least 7 bytes of mapped code.
+unsafe fn jumps_through_memory(p: *const u8) -> bool {
+    let mut at = p;
+    if std::slice::from_raw_parts(at, 4) == [0xf3, 0x0f, 0x1e, 0xfa] {
+        at = at.add(4);
+    }
+    if *at == 0xf2 {
+        at = at.add(1);
+    }
+    std::slice::from_raw_parts(at, 2) == [0xff, 0x25]
 }
 
 /// This library's load address (its own GOT entries are never rewritten).

@@ -152,25 +152,52 @@ fn gdb_string(s: &Path) -> Result<String> {
     Ok(format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")))
 }
 
-/// Picks the thread gdb runs the monitor's loading on: the first (the main thread first) that
-/// was stopped in a system call (the instruction before its pc is `syscall`): it waits
-/// (`nanosleep`, `read`, `epoll_wait`, a lock's `futex`) outside the allocator, whose locks
-/// `dlopen` takes. A thread stopped in the middle of `malloc` would deadlock, or worse, when
-/// made to call `malloc` again. Without such a thread, gdb's own choice stands (the main
-/// thread, as heaptrack and memray do).
+/// Picks the thread gdb runs the monitor's loading on: one with no frame of the allocator or
+/// the loader on its stack, preferably stopped in a system call (the instruction before its pc
+/// is `syscall`: waiting, outside everything), the main thread first. `dlopen` allocates: a thread stopped inside
+/// `malloc` (in the `brk` or `mmap` of `sysmalloc`, say) and made to call it would corrupt the
+/// heap or deadlock. Without such a thread, gdb lets the process run 25 ms and looks again, up
+/// to 40 times. Sets `$heaplens_safe` to 1 when it found one.
 const CHOOSE_THREAD: &str = r#"
+import time
 import gdb
-inferior = gdb.selected_inferior()
-for thread in sorted(inferior.threads(), key=lambda t: t.num):
+
+UNSAFE = ("malloc", "free", "calloc", "realloc", "memalign", "valloc", "alloc_", "_int_", "arena",
+          "tcache", "brk", "morecore", "chunk", "_dl_", "dl_open", "dlopen", "dlclose", "_Znw", "_Zna",
+          "_Zdl", "_Zda", "operator new", "operator delete", "heaplens")
+
+def safe(thread, inferior, in_syscall):
     thread.switch()
     try:
         pc = int(gdb.parse_and_eval("$pc"))
-        if bytes(inferior.read_memory(pc - 2, 2)) == b"\x0f\x05":
-            break
+        if in_syscall and bytes(inferior.read_memory(pc - 2, 2)) != b"\x0f\x05":
+            return False
+        frame = gdb.newest_frame()
+        for _ in range(256):
+            if frame is None:
+                return True
+            if any(u in (frame.name() or "") for u in UNSAFE):
+                return False
+            frame = frame.older()
     except gdb.error:
-        pass
-else:
-    sorted(inferior.threads(), key=lambda t: t.num)[0].switch()
+        return False
+    return False
+
+inferior = gdb.selected_inferior()
+pid = inferior.pid
+for attempt in range(40):
+    threads = sorted(inferior.threads(), key=lambda t: t.num)
+    chosen = next((t for t in threads if safe(t, inferior, True)), None)
+    if chosen is None:
+        chosen = next((t for t in threads if safe(t, inferior, False)), None)
+    if chosen is not None:
+        chosen.switch()
+        gdb.set_convenience_variable("heaplens_safe", 1)
+        break
+    gdb.execute("detach", to_string=True)
+    time.sleep(0.025)
+    gdb.execute("attach %d" % pid, to_string=True)
+    inferior = gdb.selected_inferior()
 "#;
 
 /// Loads the monitor into process `pid` and starts it writing `trace` (`max_frames` deep):
@@ -180,9 +207,11 @@ fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32) -> Result<()>
     let script = tempfile::Builder::new().prefix("heaplens-attach-").suffix(".gdb").tempfile()?;
     let commands = format!(
         "set confirm off\nset pagination off\nset debuginfod enabled off\n\
+         if $heaplens_safe == 1\n\
          print (void *) dlopen({lib}, 2)\n\
          if $1 != 0\n  print ((int (*)(char *, unsigned)) dlsym($1, \"heaplens_attach\"))({out}, {max_frames})\n\
-         else\n  print (char *) dlerror()\nend\ndetach\nquit\n",
+         else\n  print (char *) dlerror()\nend\n\
+         else\n  echo heaplens: no safe point\\n\nend\ndetach\nquit\n",
         lib = gdb_string(library)?,
         out = gdb_string(trace)?,
     );
@@ -214,6 +243,9 @@ fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32) -> Result<()>
     };
     if text.contains("ptrace: Operation not permitted") {
         bail!("ptrace is refused for process {pid} (another user's process, a debugger attached, or kernel.yama.ptrace_scope)");
+    }
+    if text.contains("heaplens: no safe point") {
+        bail!("process {pid} was inside its allocator or loader at every look for a second: not attached, try again");
     }
     if text.contains("ptrace: No such process") || text.contains("exited") && value(2).is_none() {
         bail!("process {pid} exited before heaplens could attach");
