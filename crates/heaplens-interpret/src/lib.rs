@@ -29,6 +29,7 @@ pub mod split;
 pub mod suppress;
 pub mod symbolize;
 pub mod threaded;
+pub mod units;
 pub mod view;
 
 pub use load::{Health, LoadError, Trace};

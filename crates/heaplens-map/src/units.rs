@@ -1,20 +1,6 @@
 //! Bytes and times as people read them.
 
-/// `1.5 MiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub use heaplens_interpret::units::human_bytes;
 
 /// `12.5 ms`.
 pub fn human_ns(ns: u64) -> String {

@@ -28,10 +28,14 @@
 
 pub mod activity;
 pub mod aggregate;
+#[cfg(not(feature = "cpu_monitor"))]
+pub mod attach;
 pub mod cpu;
 pub mod crash;
 #[cfg_attr(feature = "cpu_monitor", allow(unused_macros, unused_imports))]
 pub mod fastpath;
+#[cfg(not(feature = "cpu_monitor"))]
+pub mod got;
 pub mod heap;
 pub mod heap_stats;
 // In the CPU-only monitor the allocation hooks are built but not exported (see `hooks::entry!`).
@@ -204,6 +208,12 @@ fn start() {
     heap::set_reserve_aside();
     PID.store(std::process::id(), Ordering::Relaxed);
     procinfo::note_main_stack();
+    // Loaded by `heaplens attach` (dlopen into a running process): nothing more until
+    // `heaplens_attach` is called (see [`attach`]); `RTLD_NEXT` means nothing from there.
+    #[cfg(not(feature = "cpu_monitor"))]
+    if !attach::preloaded() {
+        return;
+    }
     real::resolve_all();
     let Some(out) = std::env::var_os("HEAPLENS_OUTPUT") else { return };
     let pid = std::process::id();
@@ -231,7 +241,7 @@ fn start() {
     if !follow_children {
         forget_preload();
     }
-    let process = process_record(max_frames);
+    let process = process_record(max_frames, false);
     if let Err(e) = output::open(&output, &process) {
         eprintln!("heaplens: cannot create the trace {}: {e}; the program runs without recording", output.display());
         STATE.store(DONE, Ordering::Release);
@@ -271,7 +281,7 @@ fn start() {
     }
 }
 
-fn process_record(max_frames: usize) -> ProcessRecord {
+fn process_record(max_frames: usize, attached: bool) -> ProcessRecord {
     ProcessRecord {
         pid: std::process::id(),
         // SAFETY: no preconditions.
@@ -285,6 +295,7 @@ fn process_record(max_frames: usize) -> ProcessRecord {
         sample_rate: sampling::rate(),
         cpu_hz: cpu::requested_hz(),
         cpu_only: CPU_ONLY.load(Ordering::Relaxed),
+        attached,
     }
 }
 
@@ -409,6 +420,13 @@ extern "C" fn fork_child() {
     }
     drop(held);
     PID.store(std::process::id(), Ordering::Relaxed);
+    #[cfg(not(feature = "cpu_monitor"))]
+    if attach::attached() {
+        // An attached monitor leaves the child alone: the child runs unhooked, untraced.
+        attach::stop_in_child();
+        tls::slot().guard -= 1;
+        return;
+    }
     let r = std::panic::catch_unwind(|| {
         owner_lock::init();
         let me = thread::current().map(|s| {
@@ -416,7 +434,7 @@ extern "C" fn fork_child() {
             s as *mut thread::ThreadState as usize
         });
         aggregate::reset_after_fork();
-        output::restart_in_child(&process_record(config().max_frames), me.unwrap_or(0));
+        output::restart_in_child(&process_record(config().max_frames, false), me.unwrap_or(0));
         cpu::after_fork_child();
         if cpu::enabled() {
             // Samples come without events: nothing else would start the child's writer.

@@ -192,6 +192,10 @@ pub fn ensure_writer() {
         // SAFETY: names this thread; the name is NUL-terminated and under 16 bytes.
         unsafe { libc::pthread_setname_np(libc::pthread_self(), c"heaplens-writer".as_ptr()) };
         let _ = std::panic::catch_unwind(writer_loop);
+        // A detached monitor's writer ends for good; the next attach starts another.
+        if ROUND.get().is_some() {
+            WRITER_RUNNING.store(false, Ordering::Release);
+        }
         std::ptr::null_mut()
     }
     // The new thread starts with every signal blocked: blocked only once it runs, it could take
@@ -225,6 +229,16 @@ fn block_all_signals() {
     }
 }
 
+/// Called by the writer thread on each round with the time (`CLOCK_MONOTONIC` ns); returning
+/// false ends the thread. Set by a monitor loaded into a running process (`crate::attach`).
+static ROUND: std::sync::OnceLock<fn(u64) -> bool> = std::sync::OnceLock::new();
+
+/// Has `round` called on each round of the writer thread (at least every 10 ms); the thread
+/// ends when it returns false, and a later [`ensure_writer`] starts a new one.
+pub fn on_each_round(round: fn(u64) -> bool) {
+    let _ = ROUND.set(round);
+}
+
 /// How often the writer writes a pair of clock readings, in nanoseconds.
 const CLOCK_NS: u64 = 50_000_000;
 
@@ -249,6 +263,10 @@ fn writer_loop() {
             break;
         }
         let now = procinfo::now_ns();
+        // Attach mode: hook modules loaded since, or detach when asked (then the trace is closed).
+        if ROUND.get().is_some_and(|round| !round(now)) {
+            break;
+        }
         if now - last_sweep >= SWEEP_NS {
             thread::flush_all();
             last_sweep = now;
@@ -495,6 +513,30 @@ pub fn lock_for_fork() -> Option<ForkLocks> {
         _extra: queue::EXTRA.lock().ok()?,
         _sink: SINK.lock().ok()?,
     })
+}
+
+/// Closes the trace after its End block (a detach): what the sink holds is dropped, the
+/// descriptor closed, and counters start over for the next trace.
+pub fn close() {
+    if let Ok(mut s) = SINK.lock() {
+        *s = None;
+    }
+    DROPPED.store(0, Ordering::Relaxed);
+}
+
+/// In a child forked while attached: closes the child's copy of the trace (the parent's writer
+/// goes on writing it), forgets what the parent had queued and the parent's other threads
+/// (`me` is the forking thread's state, 0 if it has none), and notes that the child has no
+/// writer thread.
+pub fn close_in_child(me: usize) {
+    close();
+    queue::QUEUE.lock().map(|mut q| q.clear()).ok();
+    queue::EXTRA.lock().map(|mut e| e.clear()).ok();
+    if let Ok(mut r) = thread::REGISTRY.lock() {
+        r.retain(|&p| p == me);
+        thread::set_live(r.len());
+    }
+    WRITER_RUNNING.store(false, Ordering::Release);
 }
 
 /// A forked child's trace, created when its first events are written.

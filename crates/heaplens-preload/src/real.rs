@@ -34,8 +34,19 @@ macro_rules! real_fns {
             $(
                 if !real_fns!(@late $($late)?) && $name.load(Ordering::Relaxed) == 0 {
                     // SAFETY: RTLD_NEXT lookups of a NUL-terminated name.
-                    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, concat!($sym, "\0").as_ptr().cast()) };
+                    let p = unsafe { libc::dlsym(lookup(), concat!($sym, "\0").as_ptr().cast()) };
                     $name.store(p as usize, Ordering::Release);
+                }
+            )*
+        }
+
+        /// Replaces every real function found with what `fix` returns for its name
+        /// (NUL-terminated) and address; 0 leaves the `__libc_*` fallback to serve.
+        pub fn fix_each(fix: impl Fn(&'static str, usize) -> usize) {
+            $(
+                let a = $name.load(Ordering::Acquire);
+                if a != 0 {
+                    $name.store(fix(concat!($sym, "\0"), a), Ordering::Release);
                 }
             )*
         }
@@ -64,11 +75,30 @@ macro_rules! real_fns {
     (@late) => { false };
 }
 
+/// Where the real functions are looked up: `RTLD_NEXT` for a preloaded monitor, the global
+/// scope (`RTLD_DEFAULT`) for one loaded by `heaplens attach`, which is in no scope the program
+/// searches (see [`use_global_scope`]).
+static GLOBAL_SCOPE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Looks the real functions up in the program's global scope from now on: for a monitor
+/// loaded with `dlopen(RTLD_LOCAL)`, whose own definitions the program never sees.
+pub fn use_global_scope() {
+    GLOBAL_SCOPE.store(true, Ordering::Release);
+}
+
+fn lookup() -> *mut c_void {
+    if GLOBAL_SCOPE.load(Ordering::Acquire) {
+        libc::RTLD_DEFAULT
+    } else {
+        libc::RTLD_NEXT
+    }
+}
+
 /// Looks up `sym` (NUL-terminated) on its first call; 0 when no library after this one
 /// defines it (then it is looked up again next time: a library may be loaded later).
 #[cold]
 unsafe fn resolve_late(slot: &AtomicUsize, sym: &str) -> usize {
-    let p = libc::dlsym(libc::RTLD_NEXT, sym.as_ptr().cast()) as usize;
+    let p = libc::dlsym(lookup(), sym.as_ptr().cast()) as usize;
     slot.store(p, Ordering::Release);
     p
 }

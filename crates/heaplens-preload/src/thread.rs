@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use heaplens_trace::event::MAX_EVENT_LEN;
@@ -54,6 +54,8 @@ pub struct ThreadState {
     exit_rounds: u32,
     /// Releases of a null pointer this thread made (only its owner writes it).
     null_frees: AtomicU64,
+    /// The recording this state belongs to ([`GENERATION`] when it was last reset).
+    generation: u32,
 }
 
 /// Null releases counted by threads that have exited.
@@ -66,6 +68,17 @@ pub fn null_frees() -> u64 {
         r.iter().map(|&p| unsafe { &*(p as *const ThreadState) }.null_frees.load(Ordering::Relaxed)).sum()
     });
     EXITED_NULL_FREES.load(Ordering::Relaxed) + live
+}
+
+/// Counts the recordings of this process: a monitor attached again (`heaplens attach`) starts
+/// a new trace with a new trie, and each thread starts its state over on its next event.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+
+/// Starts a new recording: every thread's state is reset on its next event, and until then its
+/// buffer (which may hold an event of the previous recording) is left out of the sweeps.
+pub fn new_generation() {
+    EXITED_NULL_FREES.store(0, Ordering::Relaxed);
+    GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 
 /// Threads that have recording state, and the processors this process may run on: stacks are
@@ -130,6 +143,7 @@ impl ThreadState {
             deferred: false,
             exit_rounds: 0,
             null_frees: AtomicU64::new(0),
+            generation: GENERATION.load(Ordering::Acquire),
         };
         s.begin();
         s
@@ -298,10 +312,29 @@ impl ThreadState {
     /// Hands over whatever the buffer holds (used by the writer's periodic sweep, exit, fork).
     /// Gives up after a bounded wait (see [`OwnerLock::steal`]).
     pub fn flush(&mut self) {
+        if self.generation != GENERATION.load(Ordering::Acquire) {
+            return; // a previous recording's state: its owner resets it on its next event
+        }
         if self.lock.steal() {
             let _ = self.rotate();
             self.lock.unsteal();
         }
+    }
+
+    /// A new recording began (see [`new_generation`]): the owner starts its state over, its
+    /// buffer's events and its trie edges belonging to the previous trace.
+    #[cold]
+    #[inline(never)]
+    fn start_over(&mut self) {
+        self.lock.enter();
+        self.nodes.clear();
+        self.walker.forget();
+        self.agg = Default::default();
+        self.deferred = false;
+        self.null_frees.store(0, Ordering::Relaxed);
+        self.begin();
+        self.generation = GENERATION.load(Ordering::Acquire);
+        self.lock.leave();
     }
 
     /// After fork, in the child: the thread has a new id, and the trie started over.
@@ -332,7 +365,11 @@ pub fn current() -> Option<&'static mut ThreadState> {
     let slot = tls::slot();
     if !slot.thread.is_null() {
         // SAFETY: set below to a leaked Box that only this thread's exit frees.
-        return Some(unsafe { &mut *(slot.thread as *mut ThreadState) });
+        let st = unsafe { &mut *(slot.thread as *mut ThreadState) };
+        if st.generation != GENERATION.load(Ordering::Relaxed) {
+            st.start_over();
+        }
+        return Some(st);
     }
     if slot.dead != 0 {
         return None;

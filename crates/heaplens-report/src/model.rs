@@ -133,6 +133,12 @@ pub struct ProcessInfo {
     pub exit_signal: Option<i32>,
     /// Thread names by thread id.
     pub thread_names: BTreeMap<u32, String>,
+    /// Recorded by `heaplens attach`: recording started while the process ran, and frees of
+    /// blocks allocated before that are the `unmatched_frees`.
+    pub attached: bool,
+    /// When recording started, nanoseconds since the Unix epoch (the process's start for
+    /// `heaplens run`, the attach for `heaplens attach`; `null` when the Process block was lost).
+    pub recording_start_unix_ns: Option<u64>,
 }
 
 /// Totals over the whole run. For a sampled trace (`sample_rate` > 0) every count and byte

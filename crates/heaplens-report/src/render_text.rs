@@ -201,7 +201,11 @@ pub fn totals(r: &Report, out: &mut String) {
     row(out, "free calls", frees, labelled(&s.frees_by_kind));
     row(out, "allocations", s.allocations, String::new());
     row(out, "deallocations", s.deallocations, String::new());
-    row(out, "unmatched frees", s.unmatched_frees, "(frees of blocks not allocated under the monitor)".into());
+    if r.process.attached {
+        row(out, "unmatched frees", s.unmatched_frees, "(frees of blocks allocated before the attach)".into());
+    } else {
+        row(out, "unmatched frees", s.unmatched_frees, "(frees of blocks not allocated under the monitor)".into());
+    }
     row(out, "failed allocations", s.failed_allocations, String::new());
     row(out, "bytes allocated", s.bytes_allocated, format!("({})", human_bytes(s.bytes_allocated)));
     row(
@@ -261,11 +265,16 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
         };
         let _ = writeln!(out, "  program              {cmd}{pid}");
     }
+    if p.attached {
+        let at = p.recording_start_unix_ns.map(utc).unwrap_or_else(|| "an unknown time".into());
+        let _ = writeln!(out, "  recording            attached to the running process at {at}");
+    }
     let ended = match (p.exit_code, p.exit_signal) {
         (_, Some(sig)) => format!("killed by signal {sig}"),
         (Some(code), None) => format!("exited with status {code}"),
         // `heaplens run` appends the Exit record for its own child only; a child of that
         // process that shut down cleanly still left the monitor's End record.
+        (None, None) if t.complete && p.attached => "recording stopped (detached, or the process exited)".into(),
         (None, None) if t.complete => "exited (status not recorded: not heaplens run's own child)".into(),
         (None, None) => "unknown (no exit record)".into(),
     };
@@ -274,6 +283,23 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
         let _ = writeln!(out, "  warning              {}", EXEC_UNFOLLOWED);
     }
     let _ = writeln!(out, "  trace                {}", health_of(t));
+}
+
+/// `ns` since the Unix epoch as `2026-11-26 22:48:01 UTC`.
+fn utc(ns: u64) -> String {
+    let secs = ns / 1_000_000_000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC", rest / 3600, rest % 3600 / 60, rest % 60)
 }
 
 /// What a trace whose process exec'd without `--follow-children` lacks, and the cure.
@@ -576,6 +602,13 @@ fn call_graph(r: &Report, o: &TextOptions, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_times() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc(1_795_733_281_000_000_000), "2026-11-26 22:48:01 UTC");
+        assert_eq!(super::utc(951_782_400_000_000_000), "2000-02-29 00:00:00 UTC");
+    }
 
     #[test]
     fn quoting_keeps_the_command_on_one_line() {

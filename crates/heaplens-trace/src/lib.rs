@@ -36,6 +36,6 @@ pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{open_regular, process_of, ReadError, ReadStatus, TraceReader, PAYLOAD_SPARE};
 pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};
-pub use snapshot::snapshot_request_path;
+pub use snapshot::{detach_request_path, snapshot_request_path};
 pub use symbols::{SymbolEntry, SymbolFrame, SymbolTable};
 pub use writer::BlockWriter;

@@ -38,6 +38,10 @@ pub struct ProcessRecord {
     pub cpu_hz: u32,
     /// Only CPU time was sampled (`--cpu-only`): no allocation was recorded.
     pub cpu_only: bool,
+    /// The monitor was loaded into the process while it ran (`heaplens attach`): recording
+    /// started at `start_mono_ns`, not at the program's start, and blocks allocated before
+    /// that are released unseen (false in traces older than this field).
+    pub attached: bool,
 }
 
 impl ProcessRecord {
@@ -58,6 +62,7 @@ impl ProcessRecord {
         put(&mut o, self.sample_rate);
         put(&mut o, self.cpu_hz.into());
         o.push(self.cpu_only.into());
+        o.push(self.attached.into());
         o
     }
 
@@ -84,6 +89,7 @@ impl ProcessRecord {
         // Later fields: absent from older traces.
         let cpu_hz = c.var().unwrap_or(0) as u32;
         let cpu_only = c.u8().unwrap_or(0) == 1;
+        let attached = c.u8().unwrap_or(0) == 1;
         Ok(Self {
             pid,
             ppid,
@@ -96,6 +102,7 @@ impl ProcessRecord {
             sample_rate,
             cpu_hz,
             cpu_only,
+            attached,
         })
     }
 }

@@ -11,3 +11,12 @@ pub fn snapshot_request_path(trace: &Path) -> PathBuf {
     p.push(".snapshot");
     PathBuf::from(p)
 }
+
+/// The request file that asks a monitor loaded by `heaplens attach` to detach: `TRACE.detach`,
+/// next to the trace it writes. The monitor looks for it every 50 ms, and removes it once it
+/// has put the program's entries back, written the End block and closed the trace.
+pub fn detach_request_path(trace: &Path) -> PathBuf {
+    let mut p = trace.as_os_str().to_owned();
+    p.push(".detach");
+    PathBuf::from(p)
+}

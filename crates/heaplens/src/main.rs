@@ -6,10 +6,12 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod attach;
 mod attribution;
 mod check;
 mod diff;
 mod export;
+mod live;
 mod map;
 mod one_process;
 mod picture;
@@ -62,6 +64,71 @@ enum Command {
     /// Ask a program running under `heaplens run --aggregate` to write a snapshot of its
     /// counters into its trace now (then `heaplens report` the trace while it runs).
     Snapshot(SnapshotArgs),
+    /// Attach to a running program (through gdb) and record its allocations from now on,
+    /// until --duration, Ctrl-C or `heaplens detach PID`; the program then goes on as before.
+    Attach(AttachArgs),
+    /// Detach heaplens from a program it attached to: its entry points are put back and the
+    /// trace is sealed.
+    Detach(DetachArgs),
+    /// Watch a trace while it is written (by heaplens run or heaplens attach) in the terminal:
+    /// bytes in use over time, the call sites holding and allocating the most, old blocks,
+    /// threads; a new screen every second, q to quit.
+    Live(LiveArgs),
+}
+
+/// Arguments of `heaplens live`.
+#[derive(Args, Debug)]
+pub struct LiveArgs {
+    /// The trace, or the process id of a program heaplens records now.
+    #[arg(value_name = "TRACE|PID")]
+    pub target: PathBuf,
+    /// Print screens as text instead of drawing on the terminal (for scripts).
+    #[arg(long)]
+    pub plain: bool,
+    /// With --plain: print this many screens, one a second, then stop [default: 1].
+    #[arg(long, value_name = "N")]
+    pub frames: Option<usize>,
+    /// Blocks live longer than this are shown as leak candidates (250ms, 2s, 1.5m; a plain
+    /// number is seconds).
+    #[arg(long, value_name = "TIME", default_value = "10", value_parser = parse_duration)]
+    pub old: std::time::Duration,
+    /// Rows per table.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub top: usize,
+}
+
+/// Arguments of `heaplens attach`.
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The process id of the running program.
+    #[arg(value_name = "PID")]
+    pub pid: u32,
+    /// Trace file to write [default: heaplens.PROGRAM.PID.hltrace in the current directory,
+    /// heaplens.PROGRAM.PID.N.hltrace when attaching again]. The program's user must be able to
+    /// create it.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Detach after this long (250ms, 2s, 1.5m; a plain number is seconds) [default: until
+    /// Ctrl-C, `heaplens detach PID` or the end of the program].
+    #[arg(long, value_name = "TIME", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Deepest call stack recorded, in frames (the first attach to a process sets it).
+    #[arg(long, default_value_t = 1024, value_name = "FRAMES")]
+    pub max_frames: u32,
+    /// Also sample CPU time (not supported yet when attaching: refused with a message).
+    #[arg(long)]
+    pub cpu: bool,
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Arguments of `heaplens detach`.
+#[derive(Args, Debug)]
+pub struct DetachArgs {
+    /// The process id of the program `heaplens attach` records.
+    #[arg(value_name = "PID")]
+    pub pid: u32,
 }
 
 /// Arguments of `heaplens snapshot`.
@@ -117,6 +184,10 @@ pub struct RunArgs {
     /// The budgets of --check.
     #[command(flatten)]
     pub budgets: check::BudgetArgs,
+    /// Watch the heap live in the terminal while the program runs (as `heaplens live`; q
+    /// quits the view, the program runs on). The program's own output shares the terminal.
+    #[arg(long)]
+    pub live: bool,
     /// The program to profile and its arguments.
     /// Taken as the OS gives them: arguments and paths need not be UTF-8.
     #[arg(required = true, value_name = "PROGRAM [ARGS]...", value_parser = clap::value_parser!(std::ffi::OsString))]
@@ -407,6 +478,15 @@ fn parse_alpha(s: &str) -> Result<f32, String> {
 }
 
 /// Parses a duration with a unit (ns, us, ms, s; nanoseconds without one).
+/// A duration: a plain number is seconds, else as [`parse_time`] (250ms, 1.5s).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok(std::time::Duration::from_secs_f64(secs)),
+        Ok(_) => Err(format!("`{s}` is not a duration")),
+        Err(_) => parse_time(s).map(std::time::Duration::from_nanos),
+    }
+}
+
 fn parse_time(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
@@ -530,7 +610,14 @@ fn main() -> ExitCode {
         Command::Map(a) => Some((&a.trace, "map")),
         Command::Timeline(a) => Some((&a.trace, "timeline")),
         Command::View(a) => Some((&a.trace, "view")),
-        Command::Run(_) | Command::Report(_) | Command::Diff(_) | Command::Check(_) | Command::Snapshot(_) => None,
+        Command::Run(_)
+        | Command::Report(_)
+        | Command::Diff(_)
+        | Command::Check(_)
+        | Command::Snapshot(_)
+        | Command::Attach(_)
+        | Command::Detach(_)
+        | Command::Live(_) => None,
     };
     if let Some((trace, command)) = one_process {
         one_process::note_children(trace, command);
@@ -545,6 +632,9 @@ fn main() -> ExitCode {
         Command::Timeline(a) => timeline::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::View(a) => view::execute(&a).map(|()| ExitCode::SUCCESS),
         Command::Snapshot(a) => snapshot::execute(&a).map(|()| ExitCode::SUCCESS),
+        Command::Attach(a) => attach::execute_attach(&a),
+        Command::Detach(a) => attach::execute_detach(&a).map(|()| ExitCode::SUCCESS),
+        Command::Live(a) => live::execute(&a).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -24,7 +24,7 @@ const PRELOAD: &str = "libheaplens_preload.so";
 const CPU_PRELOAD: &str = "libheaplens_preload_cpu.so";
 
 /// Finds the monitor: `$HEAPLENS_PRELOAD`, else next to this executable, else in `../lib`.
-fn find_preload() -> Result<PathBuf> {
+pub(crate) fn find_preload() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("HEAPLENS_PRELOAD") {
         return Ok(PathBuf::from(p));
     }
@@ -74,19 +74,19 @@ fn resolve_program(program: &OsStr) -> Option<PathBuf> {
 
 /// Where the trace goes, checked before the program starts without changing what is there:
 /// the path the monitor is to write, and the file it is to replace once complete.
-struct Destination {
+pub(crate) struct Destination {
     /// `HEAPLENS_OUTPUT`: `%p` still in it.
-    monitor: PathBuf,
+    pub(crate) monitor: PathBuf,
     /// An existing trace (or other regular file) the monitor's trace is renamed over at the
     /// end: it stays as it was until then, and if no trace comes.
-    replaces: Option<PathBuf>,
+    pub(crate) replaces: Option<PathBuf>,
 }
 
 /// Checks that the trace can be written at `template`, and that it is not the program's own
 /// file. Nothing that exists is truncated or removed: a name not taken is created (exclusively)
 /// and removed again, a device or FIFO must be writable, and an existing regular file is kept
 /// until a new trace written beside it replaces it.
-fn destination(template: &Path, program: Option<&Path>) -> Result<Destination> {
+pub(crate) fn destination(template: &Path, program: Option<&Path>) -> Result<Destination> {
     let cannot = || format!("cannot write the trace {}", template.display());
     let dir = template.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if naming::has_pid(template.as_os_str()) {
@@ -208,6 +208,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         }
     }
     let mut child = cmd.spawn().with_context(|| format!("cannot run {shown}"))?;
+    let child_id = child.id();
     let trace = naming::fill_pid(dest.monitor.as_os_str(), &child.id().to_string());
     // Symbolize on the side as the stacks reach the trace (see `symbolize::embedded`), except
     // when sampling: that mode promises the program under 5% more time, and symbolizing took
@@ -224,7 +225,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
             .spawn(move || heaplens_interpret::symbolize::embedded::symbolize_while_written(&trace, pid, &ended))
             .ok()
     };
-    let status = child.wait().context("waiting for the program")?;
+    let status = if a.live { live_beside(child, &trace)? } else { child.wait().context("waiting for the program")? };
     let exit = ExitRecord { code: status.code(), signal: status.signal(), end_mono_ns: monotonic_ns() };
     ended.store(true, Ordering::Release);
     if let Some(h) = &symbols {
@@ -233,7 +234,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     let symbols = symbols.and_then(|h| h.join().ok()).flatten();
 
     if a.follow_children && trace.is_file() {
-        gather_children(&dest.monitor, &trace, child.id());
+        gather_children(&dest.monitor, &trace, child_id);
     }
     let mut written = None;
     if trace.is_file() {
@@ -332,6 +333,22 @@ fn check_run(trace: Option<&Path>, a: &RunArgs) -> bool {
     }
 }
 
+/// `--live`: the live view of `trace` on the terminal while `child` runs (and after, until the
+/// user quits); returns how the child ended.
+fn live_beside(mut child: std::process::Child, trace: &Path) -> Result<std::process::ExitStatus> {
+    let ended = Arc::new(AtomicBool::new(false));
+    let done = ended.clone();
+    let waiter = std::thread::spawn(move || {
+        let status = child.wait();
+        done.store(true, Ordering::Release);
+        status
+    });
+    if let Err(e) = heaplens_live::interactive(trace, &heaplens_live::Options::default(), Some(&ended)) {
+        eprintln!("heaplens: warning: no live view ({e}); the program runs on");
+    }
+    waiter.join().map_err(|_| anyhow::anyhow!("waiting for the program"))?.context("waiting for the program")
+}
+
 /// Appends the exit record to a finished trace.
 fn append_exit(trace: &Path, exit: &ExitRecord) -> Result<()> {
     let f = OpenOptions::new().append(true).open(trace)?;
@@ -372,7 +389,7 @@ fn gather_children(template: &Path, trace: &Path, root: u32) {
 /// How the user can run this heaplens again: `heaplens` when that name on `PATH` is this
 /// executable, else its path (`target/release/heaplens` after a build), so that the command
 /// heaplens suggests works when pasted.
-fn invoked_as() -> String {
+pub(crate) fn invoked_as() -> String {
     let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else { return "heaplens".into() };
     let on_path = std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path)

@@ -13,7 +13,7 @@ use crate::SnapshotArgs;
 const WAIT: Duration = Duration::from_secs(5);
 
 /// The trace a running process writes: the `.hltrace` file among its open descriptors.
-fn trace_of(pid: u32) -> Result<PathBuf> {
+pub(crate) fn trace_of(pid: u32) -> Result<PathBuf> {
     let dir = format!("/proc/{pid}/fd");
     let fds =
         std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir} (is process {pid} running, and yours?)"))?;

@@ -38,6 +38,8 @@ pub fn process_info(t: &Trace) -> ProcessInfo {
         exit_code: t.exit.and_then(|e| e.code),
         exit_signal: t.exit.and_then(|e| e.signal),
         thread_names: t.thread_names.iter().map(|n| (n.tid, n.name.clone())).collect(),
+        attached: p.attached,
+        recording_start_unix_ns: t.process.as_ref().map(|p| p.start_unix_ns),
     }
 }
 
