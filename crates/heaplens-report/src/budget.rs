@@ -6,6 +6,8 @@ use serde::Serialize;
 
 use crate::diff::Diff;
 use crate::model::{Metrics, Report};
+use heaplens_interpret::names::for_terminal;
+
 use crate::render_text::human_bytes;
 
 /// The limits; `None` (or `false`) checks nothing.
@@ -83,7 +85,7 @@ impl Verdict {
             if self.unit == "percent" && self.budget == "max-growth" {
                 amount.push_str(" more");
             }
-            s.push_str(&format!("; most from {} ({amount})", t.function));
+            s.push_str(&format!("; most from {} ({amount})", for_terminal(&t.function)));
         }
         s
     }

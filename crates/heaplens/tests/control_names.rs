@@ -106,6 +106,21 @@ fn control_characters_in_names_act_in_no_output() {
         }
     }
 
+    // diff against a run of `true` (every function new) and check: each name on its row.
+    let base = dir.join("true.hltrace");
+    run_traced(&dir, &base, "true", &[] as &[&str]).ok("true under heaplens");
+    let b = base.to_str().unwrap();
+    let d = ok(&dir, &["diff", b, tr]);
+    for shown in [CTL_SHOWN, SEMI_SHOWN, BIDI_SHOWN] {
+        assert!(d.stdout.lines().any(|l| l.ends_with(shown)), "the diff shows {shown} on its row:\n{}", d.stdout);
+    }
+    let c = heaplens(&dir, &["check", tr, "--max-allocations", "1"]);
+    assert_terminal_safe(&c.stdout, "heaplens check");
+    assert!(c.stdout.contains(&format!("most from {CTL_SHOWN}")), "{}", c.stdout);
+    let change = dir.join("change.svg");
+    ok(&dir, &["export", tr, "--base", b, "--format", "flamegraph", "-o", change.to_str().unwrap()]);
+    assert_xml(&dir, &change);
+
     // The pictures as SVG: well-formed, with the names escaped; their legends on stderr too.
     let svg = |name: &str| dir.join(name).to_str().unwrap().to_string();
     let pictures = [

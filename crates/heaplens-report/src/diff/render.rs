@@ -5,6 +5,8 @@
 use std::fmt::Write;
 
 use super::{Change, Changes, Diff, SummaryChange};
+use heaplens_interpret::names::for_terminal;
+
 use crate::render_text::{human_bytes, human_ns, terminal_lines};
 
 fn signed(d: i64) -> String {
@@ -75,7 +77,8 @@ fn rows(out: &mut String, title: &str, rows: &[Change], top: usize, peak: bool, 
             with_percent(b.calls, c.calls),
             peak_cell,
             with_percent(b.leaked_bytes, c.leaked_bytes),
-            r.key.join(" > ")
+            // Each name escaped alone: a line end in one would split the table's row.
+            r.key.iter().map(|k| for_terminal(k)).collect::<Vec<_>>().join(" > ")
         );
     }
     if rows.len() > n {
@@ -91,8 +94,8 @@ fn both(out: &mut String, what: &str, c: &Changes, top: usize, peak: bool, path:
 /// The diff as text: at most `top` rows per table (0: all).
 pub fn render(d: &Diff, top: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "heaplens diff: base {}", d.base);
-    let _ = writeln!(out, "               new  {}", d.new);
+    let _ = writeln!(out, "heaplens diff: base {}", for_terminal(&d.base));
+    let _ = writeln!(out, "               new  {}", for_terminal(&d.new));
     let _ = writeln!(out, "\nSUMMARY                            base            new  change (new - base, % of base)");
     for s in &d.summary {
         summary_line(&mut out, s);
