@@ -135,16 +135,8 @@ fn a_budgets_file_and_options_over_it() {
 #[test]
 fn growth_over_a_base_run_names_the_function_that_grew() {
     let dir = WorkDir::new("check-growth");
-    let traced = |name: &str, flags: &[&str]| {
-        let mut all = C_FLAGS.to_vec();
-        all.extend_from_slice(flags);
-        let exe = compile(&dir, "gcc", "diff_grow.c", name, &all);
-        let trace = dir.join(format!("{name}.hltrace"));
-        run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("diff_grow");
-        trace
-    };
-    let base = traced("once", &[]);
-    let new = traced("twice", &["-DFACTOR=2"]);
+    let (base, _) = traced_grow(&dir, "once", &[]);
+    let (new, _) = traced_grow(&dir, "twice", &["-DFACTOR=2"]);
     let (rb, rn) = (report(&dir, &base), report(&dir, &new));
     let growth = |k: &str| (u(&rn, k) as f64 - u(&rb, k) as f64) * 100.0 / u(&rb, k) as f64;
     let peak = growth("summary/peak_bytes");

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -31,16 +31,6 @@ fn row<'a>(d: &'a Value, changes: &str, key: &[&str]) -> Option<&'a Value> {
 
 fn summary<'a>(d: &'a Value, name: &str) -> &'a Value {
     arr(d, "summary").iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("no {name} in {d}"))
-}
-
-/// diff_grow built as `name` with `flags`, run under heaplens: the trace and the program's truth.
-fn traced_grow(dir: &WorkDir, name: &str, flags: &[&str]) -> (PathBuf, std::collections::BTreeMap<String, String>) {
-    let mut all = C_FLAGS.to_vec();
-    all.extend_from_slice(flags);
-    let exe = compile(dir, "gcc", "diff_grow.c", name, &all);
-    let trace = dir.join(format!("{name}.hltrace"));
-    let out = run_traced(dir, &trace, &exe, &[] as &[&str]).ok("diff_grow under heaplens");
-    (trace, truth(&out.stdout, "diff_grow"))
 }
 
 /// `heaplens export NEW --base BASE --format FORMAT -o OUT`, which must succeed.

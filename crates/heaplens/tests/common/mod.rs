@@ -300,6 +300,17 @@ pub fn traced_widgets(dir: &WorkDir, args: &[&str]) -> (PathBuf, PathBuf) {
     (exe, trace)
 }
 
+/// `examples/diff_grow.c` built as `name` with `flags`, run under heaplens: the trace and the
+/// program's truth.
+pub fn traced_grow(dir: &WorkDir, name: &str, flags: &[&str]) -> (PathBuf, BTreeMap<String, String>) {
+    let mut all = C_FLAGS.to_vec();
+    all.extend_from_slice(flags);
+    let exe = compile(dir, "gcc", "diff_grow.c", name, &all);
+    let trace = dir.join(format!("{name}.hltrace"));
+    let out = run_traced(dir, &trace, &exe, &[] as &[&str]).ok("diff_grow under heaplens");
+    (trace, truth(&out.stdout, "diff_grow"))
+}
+
 /// The benchmark's C++ churn (`bench/workloads/churn.cpp`) compiled in `dir` and run under
 /// `heaplens run` with `args` (threads, allocations): the binary and the trace,
 /// `churn.hltrace`.
