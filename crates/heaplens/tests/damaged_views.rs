@@ -1,9 +1,11 @@
 //! Every view survives a damaged trace in bounded time and memory (issue 28, items 4 and 5):
 //! `report` (text, JSON, `--cxx`, `--lifetimes`), `map` (PNG and SVG), `timeline`, `view` and
-//! every export format, each run under a data limit of 512 MiB (`RLIMIT_DATA`: the heap and
+//! every export format, `diff` (text, JSON), the differential flame graph (`export --base`) and
+//! `check`, each run under a data limit of 512 MiB (`RLIMIT_DATA`: the heap and
 //! every private writable mapping, where an address-space limit would count the threads'
 //! stacks and malloc's arena reservations) and killed after 30 s. Each must end with exit 0, or
-//! a non-zero exit and a `heaplens: error:` line; never a panic, a signal or the watchdog.
+//! a non-zero exit and a `heaplens: error:` line (or `check`'s verdict, exit 1); never a panic,
+//! a signal or the watchdog.
 //!
 //! The named cases are those the issue found: one `malloc` of 2^50 (or 2^44) bytes, an event
 //! naming stack 2^28 - 1, one stack varint edited in a recorded trace, a FIFO as the trace and
@@ -30,7 +32,7 @@ const DATA_LIMIT: u64 = 512 << 20;
 /// The time a command may take on a trace under 1 MB.
 const TIME_LIMIT: Duration = Duration::from_secs(30);
 
-/// Mutated traces the fuzz test tries, each through every command (15): about a minute in a
+/// Mutated traces the fuzz test tries, each through every command (19): about a minute in a
 /// debug build on two busy processors.
 const MUTATIONS: usize = 120;
 
@@ -57,6 +59,34 @@ fn commands(trace: &Path, out: &Path) -> Vec<(String, Vec<OsString>)> {
             vec!["export".into(), t.into(), "--format".into(), f.into(), "-o".into(), o(&format!("export.{f}"))],
         ));
     }
+    // The commands that read two traces, or judge one: the damaged trace against itself.
+    v.push(("diff".into(), vec!["diff".into(), t.into(), t.into()]));
+    v.push(("diff --format json".into(), vec!["diff".into(), t.into(), t.into(), "--format".into(), "json".into()]));
+    v.push((
+        "export --base".into(),
+        vec![
+            "export".into(),
+            t.into(),
+            "--base".into(),
+            t.into(),
+            "--format".into(),
+            "flamegraph".into(),
+            "-o".into(),
+            o("diff.svg"),
+        ],
+    ));
+    v.push((
+        "check".into(),
+        vec![
+            "check".into(),
+            t.into(),
+            "--max-peak".into(),
+            "1MiB".into(),
+            "--max-allocations".into(),
+            "150".into(),
+            "--no-leaks".into(),
+        ],
+    ));
     v
 }
 
@@ -69,13 +99,19 @@ struct Ended {
 }
 
 impl Ended {
+    /// Whether the command did its job: exit 0, or for `heaplens check` exit 1, its verdict
+    /// that a budget is broken (each on its line of stdout), not an error.
+    fn completed(&self) -> bool {
+        self.status.success() || (self.what.contains("heaplens check") && self.status.code() == Some(1))
+    }
+
     /// Panics unless the command ended well: exit 0, or a non-zero exit with an error line;
     /// no panic, no signal.
     fn assert_sound(&self) {
         let show = || format!("{}: {} after {:?}\n{}", self.what, describe(&self.status), self.took, self.stderr);
         assert!(self.status.signal().is_none(), "died by a signal (out of memory?): {}", show());
         assert!(!self.stderr.contains("panicked at"), "panicked: {}", show());
-        if !self.status.success() {
+        if !self.completed() {
             assert!(self.stderr.lines().any(|l| l.starts_with("heaplens: error:")), "no error line: {}", show());
         }
     }
@@ -161,7 +197,7 @@ fn a_malloc_of_2e50_or_2e44_bytes_is_drawn_in_bounded_time_and_memory() {
             .iter()
             .filter(|e| e.what.contains(" map ") || e.what.contains("timeline") || e.what.contains(" view "))
         {
-            assert!(e.status.success(), "{} draws the block: {}", e.what, e.stderr);
+            assert!(e.completed(), "{} draws the block: {}", e.what, e.stderr);
             assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
         }
     }
@@ -172,7 +208,7 @@ fn an_event_naming_stack_2e28_minus_1_takes_memory_by_what_the_file_holds() {
     let dir = WorkDir::new("views-wild-stack");
     let trace = one_malloc(&dir, "wild-stack.hltrace", 64, WILD_STACK);
     for e in run_views(&dir, &trace, "stack 2^28-1", &[], TIME_LIMIT) {
-        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+        assert!(e.completed(), "{}: {}", e.what, e.stderr);
     }
     // The report and the map say the stack is damaged.
     let out = heaplens(&dir, &[OsStr::new("report"), trace.as_os_str()]).ok("report");
@@ -203,7 +239,7 @@ fn stack_nodes_each_1m_past_the_last_take_memory_by_the_nodes_present() {
     let trace = dir.join("trie-gaps.hltrace");
     write_raw(&trace, &blocks);
     for e in run_views(&dir, &trace, "stack nodes 2^20 apart", &[], TIME_LIMIT) {
-        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+        assert!(e.completed(), "{}: {}", e.what, e.stderr);
     }
 }
 
@@ -235,7 +271,7 @@ fn one_stack_varint_edited_in_a_recorded_trace_takes_memory_by_what_the_file_hol
     let trace = dir.join("edited.hltrace");
     write_raw(&trace, &blocks);
     for e in run_views(&dir, &trace, "one stack id edited", &[], TIME_LIMIT) {
-        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+        assert!(e.completed(), "{}: {}", e.what, e.stderr);
     }
 }
 
@@ -248,7 +284,7 @@ fn blocks_scattered_4_gib_apart_cost_no_bitmap_each() {
     write_raw(&trace, &[(BlockKind::Events, rows(&events))]);
     assert!(std::fs::metadata(&trace).unwrap().len() < 1 << 20);
     for e in run_views(&dir, &trace, "blocks 4 GiB apart", &["map", "timeline", "view"], TIME_LIMIT) {
-        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+        assert!(e.completed(), "{}: {}", e.what, e.stderr);
         assert!(e.took < Duration::from_secs(10), "{} took {:?}", e.what, e.took);
     }
 }
@@ -317,7 +353,7 @@ fn a_fifo_named_as_the_trace_is_refused_at_once() {
     let trace = dir.join("fifo.hltrace");
     fifo(&trace);
     for e in run_views(&dir, &trace, "a FIFO as the trace", &[], Duration::from_secs(10)) {
-        assert!(!e.status.success(), "{} refuses it", e.what);
+        assert!(!e.completed(), "{} refuses it", e.what);
         assert_one_line_error(&Out { status: e.status, stdout: String::new(), stderr: e.stderr.clone() }, &e.what);
         assert!(e.stderr.contains("not a regular file"), "{}: {}", e.what, e.stderr);
     }
@@ -344,7 +380,7 @@ fn a_module_path_naming_a_fifo_is_never_opened() {
     let trace = dir.join("fifo-module.hltrace");
     write_raw(&trace, &[(BlockKind::Modules, modules), (BlockKind::Stacks, stacks), (BlockKind::Events, events)]);
     for e in run_views(&dir, &trace, "a module that is a FIFO", &[], Duration::from_secs(10)) {
-        assert!(e.status.success(), "{}: {}", e.what, e.stderr);
+        assert!(e.completed(), "{}: {}", e.what, e.stderr);
     }
 }
 
@@ -378,7 +414,7 @@ fn mutated_traces_never_hang_or_break_any_view() {
         }
         let ended = run_views(&dir, &path, &format!("case {case}"), &[], TIME_LIMIT);
         runs += ended.len();
-        refused += ended.iter().filter(|e| !e.status.success()).count();
+        refused += ended.iter().filter(|e| !e.completed()).count();
     }
     eprintln!("{MUTATIONS} mutated traces, {runs} runs ({refused} refused) in {:?}", started.elapsed());
 }
