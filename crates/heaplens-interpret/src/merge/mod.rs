@@ -152,9 +152,18 @@ enum Pair {
     Replayed,
     /// Nothing could be (the next event is for the general loop).
     Nothing,
+    /// One stream's events came [`LONG_RUN`] in a row: the general loop replays the rest of
+    /// that run, a cheaper step per event.
+    OneSided,
     /// The merger was interrupted as a payload ended.
     Interrupted,
 }
+
+/// Events of one stream in a row after which [`Merger::run_pair`] leaves the rest of the run to
+/// the general loop. A thread that waits (a main thread joining its one worker) keeps its head
+/// far ahead, and the pair loop, which picks and copies a head per event, then replayed every
+/// event of the other: 15% of the single-worker churn report's instructions.
+const LONG_RUN: u32 = 16;
 
 /// A tail merger (see [`Merger::tail`]) keeps the first two payloads of each stream: the one
 /// the cut falls in and the next, where the merger replaying up to the cut looks for its end.
@@ -258,17 +267,25 @@ impl<'a> Merger<'a> {
     /// `horizon` (`u64::MAX`: all of them), or fewer if interrupted (see
     /// [`Merger::interrupt_on`]).
     pub fn run<K: Consumer>(&mut self, st: &mut K, horizon: u64) {
+        // False right after the pair loop met a long run of one stream: the next run is this
+        // loop's.
+        let mut pairs = true;
         while let Some((ts, i)) = self.heap.peek() {
             if ts > horizon {
                 return;
             }
-            if self.heap.len() >= 2 {
+            if self.heap.len() >= 2 && pairs {
                 match self.run_pair(st, horizon) {
                     Pair::Interrupted => return,
                     Pair::Replayed => continue,
+                    Pair::OneSided => {
+                        pairs = false;
+                        continue;
+                    }
                     Pair::Nothing => {}
                 }
             }
+            pairs = true;
             self.heap.pop();
             let limit = match self.heap.peek() {
                 Some(k) => k.min((horizon, u32::MAX)),
@@ -345,6 +362,8 @@ impl<'a> Merger<'a> {
         let mut last_ts = 0;
         // The stream whose payload ended, if one did.
         let mut ended = 2;
+        // Events of stream `prev` in a row, less one.
+        let (mut streak, mut prev) = (0u32, 2usize);
         {
             let (Some(c0), Some(c1)) = (s0.cur.as_mut(), s1.cur.as_mut()) else {
                 unreachable!("heads come from cursors")
@@ -368,6 +387,11 @@ impl<'a> Merger<'a> {
                         break;
                     }
                 }
+                streak = (streak + 1) * u32::from(t == prev);
+                prev = t;
+                if streak >= LONG_RUN {
+                    break;
+                }
             }
         }
         for (t, s) in [s0, s1].into_iter().enumerate() {
@@ -381,6 +405,8 @@ impl<'a> Merger<'a> {
         }
         if ended < 2 && self.interrupt.as_deref().is_some_and(|f| f.load(Ordering::Relaxed)) {
             Pair::Interrupted
+        } else if streak >= LONG_RUN {
+            Pair::OneSided
         } else if n == [0, 0] && ended == 2 {
             Pair::Nothing
         } else {

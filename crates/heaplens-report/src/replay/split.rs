@@ -140,12 +140,20 @@ mod tests {
     /// pool, as allocators reuse them. Each thread's events go into payloads of 40 events. With
     /// an odd `seed` the last 100 events only allocate.
     fn program(threads: u32, events: usize, forget: bool, seed: u64) -> Vec<(u32, Vec<Vec<u8>>)> {
-        program_ticks(threads, events, forget, seed, 1)
+        program_ticks(threads, events, forget, seed, 1, 1)
     }
 
     /// [`program`] with timestamps divided by `tick`: events of different threads at the same
-    /// time.
-    fn program_ticks(threads: u32, events: usize, forget: bool, seed: u64, tick: u64) -> Vec<(u32, Vec<Vec<u8>>)> {
+    /// time; and with `burst` > 1, each event's thread that of the event before but for one
+    /// time in `burst` (long runs of one thread, as when the other waits).
+    fn program_ticks(
+        threads: u32,
+        events: usize,
+        forget: bool,
+        seed: u64,
+        tick: u64,
+        burst: u64,
+    ) -> Vec<(u32, Vec<Vec<u8>>)> {
         let mut x = seed;
         let mut rnd = move |n: u64| {
             x ^= x << 13;
@@ -162,8 +170,11 @@ mod tests {
             enc.begin(&mut buf, &mut pos, 100 + t);
             bufs.push((buf, pos, enc, 0));
         }
+        let mut t = 0;
         for i in 0..events as u64 {
-            let t = rnd(u64::from(threads)) as usize;
+            if burst <= 1 || rnd(burst) == 0 {
+                t = rnd(u64::from(threads)) as usize;
+            }
             let ts = (1000 + i * 3 + rnd(2)) / tick;
             let (buf, pos, enc, n) = &mut bufs[t];
             let stack = rnd(7) as u32 + 1;
@@ -252,8 +263,11 @@ mod tests {
     /// heads) counts what one replay of every event in (timestamp, thread) order does.
     #[test]
     fn merge_order_is_timestamp_then_thread() {
-        for (threads, tick, seed) in [(1, 1, 1), (2, 1, 2), (2, 8, 3), (3, 4, 5), (5, 16, 7), (40, 2, 9)] {
-            let program = program_ticks(threads, 6000, false, seed, tick);
+        let cases = [(1, 1, 1, 1), (2, 1, 2, 1), (2, 8, 3, 1), (3, 4, 5, 1), (5, 16, 7, 1), (40, 2, 9, 1)];
+        // Runs of one thread longer than the pair loop keeps (`LONG_RUN`), and ties among them.
+        let bursts = [(2, 1, 11, 40), (2, 8, 12, 60), (3, 1, 13, 30), (2, 32, 14, 100)];
+        for (threads, tick, seed, burst) in cases.into_iter().chain(bursts) {
+            let program = program_ticks(threads, 6000, false, seed, tick, burst);
             let mut all: Vec<(u64, usize, usize, Event)> = Vec::new();
             for (t, (_, payloads)) in program.iter().enumerate() {
                 for p in payloads {
@@ -270,7 +284,7 @@ mod tests {
             all.sort_unstable_by_key(|&(ts, t, i, _)| (ts, t, i));
             let want = crate::replay::replay(all.into_iter().map(|(.., e)| e));
             let got = sequential(&program);
-            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{threads} threads, tick {tick}");
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{threads} threads, tick {tick}, burst {burst}");
         }
     }
 
