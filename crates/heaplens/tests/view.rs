@@ -186,3 +186,22 @@ fn export_into_memory_is_the_file_export() {
     let opts = Options { format: Format::Heaptrack, metric: Metric::AllocBytes, progress: false };
     assert!(export_to(&trace, &mut Vec::new(), &opts).is_err());
 }
+
+/// A block of 5 GiB (`examples/huge_block.c`) keeps its size on the page: the tooltip of its
+/// block says 5 GiB requested (sizes went to the page as 32 bits, cut to 4 GiB).
+#[test]
+fn a_block_of_5_gib_keeps_its_size_on_the_page() {
+    let dir = WorkDir::new("view-huge");
+    let exe = compile_c(&dir, "huge_block.c", &[]);
+    let trace = dir.join("h.hltrace");
+    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("huge_block under heaplens");
+    let size = num(&truth(&out.stdout, "huge_block"), "size");
+    let page = dir.join("view.html");
+    heaplens(&dir, &["view", trace.to_str().unwrap(), "-o", page.to_str().unwrap()]).ok("heaplens view");
+    let found = browse(&dir, &page, &dir.join("huge.png"), "allocate_five_gib");
+    assert_eq!(found("ready").split_whitespace().next(), Some("true"), "the page drew");
+    let tooltip = found("tooltip");
+    assert_eq!(size, 5 << 30);
+    assert!(tooltip.contains("allocate_five_gib") && tooltip.contains("5.0 GiB requested"), "tooltip: {tooltip}");
+    assert_eq!(found("errors"), "[]", "the page logged errors");
+}

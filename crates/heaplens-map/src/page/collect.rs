@@ -24,10 +24,10 @@ pub struct Blocks {
     pub live: Vec<u8>,
     /// Address.
     pub addr: Vec<f64>,
-    /// Bytes requested.
-    pub size: Vec<u32>,
+    /// Bytes requested (an `f64`, exact below 2^53: a block of 4 GiB or more is not cut short).
+    pub size: Vec<f64>,
     /// Bytes usable.
-    pub usable: Vec<u32>,
+    pub usable: Vec<f64>,
     /// Index into `stacks`.
     pub stack: Vec<u32>,
     /// Index into `threads`.
@@ -81,23 +81,21 @@ impl Blocks {
         self.free_ns.push(end as f64 - self.t0 as f64);
         self.live.push(u8::from(live));
         self.addr.push(b.addr as f64);
-        self.size.push(b.size.min(u32::MAX as u64) as u32);
-        self.usable.push(b.usable.min(u32::MAX as u64) as u32);
+        self.size.push(b.size as f64);
+        self.usable.push(b.usable as f64);
         self.stack.push(stack);
         self.thread.push(thread);
     }
 
-    /// The columns as one little-endian byte string: `alloc_ns`, `free_ns`, `addr` (f64 each),
-    /// `size`, `usable`, `stack` (u32 each), `thread` (u16), `live` (u8), in that order.
+    /// The columns as one little-endian byte string: `alloc_ns`, `free_ns`, `addr`, `size`,
+    /// `usable` (f64 each), `stack` (u32), `thread` (u16), `live` (u8), in that order.
     pub fn to_bytes(&self) -> Vec<u8> {
         let n = self.alloc_ns.len();
-        let mut out = Vec::with_capacity(n * 39);
-        for col in [&self.alloc_ns, &self.free_ns, &self.addr] {
+        let mut out = Vec::with_capacity(n * 47);
+        for col in [&self.alloc_ns, &self.free_ns, &self.addr, &self.size, &self.usable] {
             col.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         }
-        for col in [&self.size, &self.usable, &self.stack] {
-            col.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
-        }
+        self.stack.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         self.thread.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
         out.extend_from_slice(&self.live);
         out

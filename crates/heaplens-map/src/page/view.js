@@ -52,7 +52,7 @@
   const take = (T, k) => { const a = new T(buf.slice(off, off + k * T.BYTES_PER_ELEMENT)); off += k * T.BYTES_PER_ELEMENT; return a; };
   const B = {
     alloc: take(Float64Array, n), free: take(Float64Array, n), addr: take(Float64Array, n),
-    size: take(Uint32Array, n), usable: take(Uint32Array, n), stack: take(Uint32Array, n),
+    size: take(Float64Array, n), usable: take(Float64Array, n), stack: take(Uint32Array, n),
     thread: take(Uint16Array, n), live: take(Uint8Array, n),
   };
   // Rows of the compacted address axis (1000 for the whole height, from the bottom).
