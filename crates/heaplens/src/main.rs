@@ -115,9 +115,13 @@ pub struct AttachArgs {
     /// Deepest call stack recorded, in frames (the first attach to a process sets it).
     #[arg(long, default_value_t = 1024, value_name = "FRAMES")]
     pub max_frames: u32,
-    /// Also sample CPU time (not supported yet when attaching: refused with a message).
-    #[arg(long)]
-    pub cpu: bool,
+    /// Also sample where CPU time goes from now on, as `heaplens run --cpu` does: every thread,
+    /// on its own CPU-time clock, HZ times per CPU second (default 999), with its call stack;
+    /// `heaplens report --cpu` shows them. The timers stop and SIGPROF is the program's again
+    /// at the detach.
+    #[arg(long, value_name = "HZ", num_args = 0..=1, require_equals = true, default_missing_value = "999",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub cpu: Option<u32>,
     /// Print nothing but errors.
     #[arg(short, long)]
     pub quiet: bool,
