@@ -382,6 +382,8 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    // A program that execs while attached sealed the trace first (its End block says so).
+    let how = if how == "detached" && exec_sealed(&trace) { "the process exec'd another program" } else { how };
     ended.store(true, Ordering::Release);
     if let Some(h) = &symbols {
         h.thread().unpark();
@@ -404,6 +406,19 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
         eprintln!("heaplens: see it with: {} report {}", crate::run::invoked_as(), shown.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the last End block of `trace` was written before an exec.
+fn exec_sealed(trace: &Path) -> bool {
+    use heaplens_trace::BlockKind;
+    let Ok(mut reader) = heaplens_trace::TraceReader::open(trace) else { return false };
+    let mut exec = false;
+    while let Ok(Some((kind, payload))) = reader.next_block_of(|k| k == BlockKind::End) {
+        if kind == BlockKind::End {
+            exec = heaplens_trace::record::EndRecord::decode(&payload).is_ok_and(|e| e.exec_unfollowed);
+        }
+    }
+    exec
 }
 
 /// Runs `heaplens detach`.
