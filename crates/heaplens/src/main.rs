@@ -82,12 +82,9 @@ pub struct LiveArgs {
     /// The trace, or the process id of a program heaplens records now.
     #[arg(value_name = "TRACE|PID")]
     pub target: PathBuf,
-    /// Print screens as text instead of drawing on the terminal (for scripts).
-    #[arg(long)]
-    pub plain: bool,
-    /// With --plain: print this many screens, one a second, then stop [default: 1].
-    #[arg(long, value_name = "N")]
-    pub frames: Option<usize>,
+    /// How the view shows its screens.
+    #[command(flatten)]
+    pub screens: LiveScreens,
     /// Blocks live longer than this are shown as leak candidates (250ms, 2s, 1.5m; a plain
     /// number is seconds).
     #[arg(long, value_name = "TIME", default_value = "10", value_parser = parse_duration)]
@@ -95,6 +92,29 @@ pub struct LiveArgs {
     /// Rows per table.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub top: usize,
+}
+
+/// How `heaplens live` and `heaplens run --live` show their screens. On the terminal, keys: q
+/// (or Esc, Ctrl-C) quits, s sorts the call sites by the next order (in use now, per second,
+/// in all).
+#[derive(Args, Debug, Clone)]
+pub struct LiveScreens {
+    /// Print screens as text instead of drawing on the terminal (for scripts; `heaplens run
+    /// --live` prints them on stderr, leaving stdout to the program).
+    #[arg(long)]
+    pub plain: bool,
+    /// With --plain: print this many screens, one a second, then stop [default: 1].
+    #[arg(long, value_name = "N")]
+    pub frames: Option<usize>,
+    /// The call sites' order at the start: in-use (bytes held now), rate (bytes allocated per
+    /// second) or total (bytes allocated since recording started); s cycles it on the terminal.
+    #[arg(long, value_name = "ORDER", default_value = "in-use", value_parser = parse_sort)]
+    pub sort: heaplens_live::Sort,
+}
+
+/// `--sort`: one of [`heaplens_live::Sort`]'s names.
+fn parse_sort(s: &str) -> Result<heaplens_live::Sort, String> {
+    s.parse()
 }
 
 /// Arguments of `heaplens attach`.
@@ -189,9 +209,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub budgets: check::BudgetArgs,
     /// Watch the heap live in the terminal while the program runs (as `heaplens live`; q
-    /// quits the view, the program runs on). The program's own output shares the terminal.
+    /// quits the view, the program runs on; s sorts the call sites). The program's own output
+    /// shares the terminal.
     #[arg(long)]
     pub live: bool,
+    /// With --live: how the view shows its screens (--plain, --frames, --sort).
+    #[command(flatten)]
+    pub live_screens: LiveScreens,
     /// The program to profile and its arguments.
     /// Taken as the OS gives them: arguments and paths need not be UTF-8.
     #[arg(required = true, value_name = "PROGRAM [ARGS]...", value_parser = clap::value_parser!(std::ffi::OsString))]
