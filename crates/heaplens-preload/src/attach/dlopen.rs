@@ -7,8 +7,8 @@
 //! (which `dlsym(RTLD_NEXT)` searches from). A hook that simply called the real `dlopen` would
 //! make the monitor that caller, and change which library a program gets. So the hook (a naked
 //! stub) calls it with a return address inside the caller's own module: a `ret` instruction
-//! there (found once per module by [`ret_in_module`]), which returns in turn to the stub, one
-//! word further up the stub's own frame. The caller's stack is never touched. When no such
+//! there, the caller's own epilogue's if it can (found once per call site by [`ret_for`]),
+//! which returns in turn to the stub, one word further up the stub's own frame. The caller's stack is never touched. When no such
 //! instruction is found the stub jumps to the real function as a tail call (the caller then
 //! returns straight to the program, and the writer hooks the library in its next round).
 //!
@@ -44,8 +44,14 @@ macro_rules! dlopen_stub {
         #[no_mangle]
         pub unsafe extern "C" fn $name() {
             std::arch::naked_asm!(
+                // Unwinding rules, so that a stack taken inside the real function (a library
+                // constructor's allocation) goes on past the stub to the program's caller.
+                ".cfi_startproc",
                 "push rbp",
+                ".cfi_def_cfa_offset 16",
+                ".cfi_offset rbp, -16",
                 "mov rbp, rsp",
+                ".cfi_def_cfa_register rbp",
                 "push rdi",
                 "push rsi",
                 "push rdx",
@@ -72,12 +78,17 @@ macro_rules! dlopen_stub {
                 "call {after}",
                 "add rsp, 8",
                 "pop rax",
+                ".cfi_remember_state",
                 "pop rbp",
+                ".cfi_def_cfa rsp, 8",
                 "ret",
+                ".cfi_restore_state",
                 // No `ret` in the caller's module: a tail call, the caller untouched.
                 "2:",
                 "pop rbp",
+                ".cfi_def_cfa rsp, 8",
                 "jmp rax",
+                ".cfi_endproc",
                 gadget = sym heaplens_ret_gadget,
                 real = sym $real,
                 after = sym after_dlopen,
@@ -93,57 +104,73 @@ dlopen_stub!(heaplens_hook_dlmopen, REAL_DLMOPEN);
 /// for the stubs; 0 when none is known or the module cannot be found.
 extern "C" fn heaplens_ret_gadget(caller: usize) -> usize {
     let Some(_g) = crate::tls::Guard::enter() else { return 0 };
-    std::panic::catch_unwind(|| ret_in_module(caller)).unwrap_or(0)
+    std::panic::catch_unwind(|| ret_for(caller)).unwrap_or(0)
 }
 
-/// A `ret` of a function's epilogue (after `pop rbp`, `pop rbx` or `leave`, where the
-/// unwinding rules say the return address is on top of the stack, as it is for the stub's
-/// continuation) in an executable segment of the module holding `addr`, else any `ret` byte
-/// there; cached per module. 0 when there is none.
-fn ret_in_module(addr: usize) -> usize {
+/// How far past the call the `ret` of the caller's own epilogue is looked for, in bytes.
+const NEAR: usize = 4096;
+
+/// A `ret` for the call returning to `caller`, cached per call site: the first of a function
+/// epilogue (after `pop rbp`, `pop rbx`, `pop r12`..`pop r15` or `leave`) within [`NEAR`]
+/// bytes after `caller`, most likely the caller's own, so that a stack taken inside `dlopen`
+/// names the caller's function there and unwinds on (at an epilogue's `ret` the return address
+/// is on top of the stack, as the stub's continuation is); else such a `ret` anywhere in an
+/// executable segment of the caller's module, else any `ret` byte there. 0 when there is none.
+fn ret_for(caller: usize) -> usize {
     static FOUND: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
-    let base = super::targets::module_base(addr);
+    let base = super::targets::module_base(caller);
     if base == 0 || base == own_base() {
         return 0;
     }
-    if let Some(&(_, g)) = FOUND.lock().ok().and_then(|f| f.iter().find(|e| e.0 == base).copied()).as_ref() {
+    if let Some(g) = FOUND.lock().ok().and_then(|f| f.iter().find(|e| e.0 == caller).map(|e| e.1)) {
         return g;
     }
-    let found = scan_module(base);
+    let found = scan_module(base, caller);
     if let Ok(mut f) = FOUND.lock() {
-        f.push((base, found));
+        f.push((caller, found));
     }
     found
 }
 
-/// Scans the executable segments of the loaded module at `base` (see [`ret_in_module`]).
-fn scan_module(base: usize) -> usize {
+/// Where in `code` an epilogue's `ret` is (see [`ret_for`]).
+fn epilogue_ret(code: &[u8]) -> Option<usize> {
+    let pops = |w: &[u8]| matches!(w[1], 0x5d | 0x5b | 0xc9) || (w[0] == 0x41 && (0x5c..=0x5f).contains(&w[1]));
+    code.windows(3).position(|w| w[2] == 0xc3 && pops(w)).map(|i| i + 2)
+}
+
+/// Scans the executable segments of the loaded module at `base` (see [`ret_for`]).
+fn scan_module(base: usize, caller: usize) -> usize {
     struct Find {
         base: usize,
+        caller: usize,
         found: usize,
     }
     unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> i32 {
         let f = &mut *(data as *mut Find);
         let info = &*info;
-        if info.dlpi_addr as usize != f.base && !(info.dlpi_addr == 0 && f.base != 0 && is_main(info, f.base)) {
+        if info.dlpi_addr as usize != f.base && !(info.dlpi_addr == 0 && is_main(info, f.base)) {
             return 0;
         }
         let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
-        for p in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0) {
-            let start = info.dlpi_addr as usize + p.p_vaddr as usize;
-            // The segment is mapped and readable (code), as long as the module is loaded, which
-            // dl_iterate_phdr's lock ensures.
-            let code = std::slice::from_raw_parts(start as *const u8, p.p_filesz as usize);
-            let epilogue = code.windows(2).position(|w| w[1] == 0xc3 && matches!(w[0], 0x5d | 0x5b | 0xc9));
-            let any = || code.iter().position(|&b| b == 0xc3).map(|i| i.wrapping_sub(1));
-            if let Some(i) = epilogue.or_else(any) {
-                f.found = start + i.wrapping_add(1);
-                return 1;
-            }
-        }
-        0
+        let segments = phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD && p.p_flags & libc::PF_X != 0);
+        // Mapped and readable (code) as long as the module is loaded, which dl_iterate_phdr's
+        // lock ensures.
+        let code: Vec<(usize, &[u8])> = segments
+            .map(|p| {
+                let start = info.dlpi_addr as usize + p.p_vaddr as usize;
+                (start, std::slice::from_raw_parts(start as *const u8, p.p_filesz as usize))
+            })
+            .collect();
+        let near = code.iter().find_map(|&(start, c)| {
+            let from = f.caller.checked_sub(start).filter(|&o| o < c.len())?;
+            epilogue_ret(&c[from..c.len().min(from + NEAR)]).map(|i| f.caller + i)
+        });
+        let anywhere = || code.iter().find_map(|&(start, c)| epilogue_ret(c).map(|i| start + i));
+        let any = || code.iter().find_map(|&(start, c)| c.iter().position(|&b| b == 0xc3).map(|i| start + i));
+        f.found = near.or_else(anywhere).or_else(any).unwrap_or(0);
+        1
     }
-    let mut f = Find { base, found: 0 };
+    let mut f = Find { base, caller, found: 0 };
     // SAFETY: the callback reads the loader's structures during the call only.
     unsafe { libc::dl_iterate_phdr(Some(each), (&mut f as *mut Find).cast()) };
     f.found
@@ -157,6 +184,18 @@ fn scan_module(base: usize) -> usize {
 unsafe fn is_main(info: &libc::dl_phdr_info, base: usize) -> bool {
     let phdrs = std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize);
     phdrs.iter().any(|p| p.p_type == libc::PT_LOAD && p.p_vaddr as usize == base)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_epilogue_ret_is_found_after_its_pops() {
+        // mov; pop rbx; pop rbp; ret  /  a lone c3 inside an immediate first.
+        let code = [0xb8, 0xc3, 0, 0, 0, 0x5b, 0x5d, 0xc3, 0x41, 0x5f, 0xc3];
+        assert_eq!(super::epilogue_ret(&code), Some(7));
+        assert_eq!(super::epilogue_ret(&code[8..]), Some(2));
+        assert_eq!(super::epilogue_ret(&[0x90, 0x90, 0xc3]), None);
+    }
 }
 
 /// After the real `dlopen` returned: hooks the modules it loaded, before the program gets the
