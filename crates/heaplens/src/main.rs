@@ -72,7 +72,8 @@ enum Command {
     Detach(DetachArgs),
     /// Watch a trace while it is written (by heaplens run or heaplens attach) in the terminal:
     /// bytes in use over time, the call sites holding and allocating the most, old blocks,
-    /// threads; a new screen every second, q to quit.
+    /// threads; a new screen every second. Keys: q quits, s sorts the call sites (in use now, per
+    /// second, in all).
     Live(LiveArgs),
 }
 
