@@ -17,6 +17,7 @@
 pub mod cpu;
 pub mod decode;
 pub mod elide;
+pub mod follow;
 pub mod idmap;
 pub mod live;
 pub mod load;

@@ -257,6 +257,29 @@ impl Trace {
     ) -> std::io::Result<Trace> {
         let mut t = Trace::default();
         let mut syncs = Vec::new();
+        t.read_more(&mut reader, bar, sink, &mut syncs)?;
+        let st = reader.status();
+        t.health.blocks = st.blocks;
+        t.health.corrupt_blocks = st.corrupt_blocks;
+        t.health.truncated_at = st.truncated_at;
+        Ok(t)
+    }
+
+    /// Reads the blocks `reader` has left into this trace (appending to what earlier calls
+    /// read: a trace followed while it is written, see [`crate::follow`]), handing its parts
+    /// to `sink`; the Clock records go to `syncs` too, and [`Trace::clock`] is made from all of
+    /// them. The reader's status (blocks, damage, where it stopped) is left to the caller.
+    ///
+    /// # Errors
+    /// I/O errors other than an early end of file.
+    pub fn read_more<R: Read>(
+        &mut self,
+        reader: &mut TraceReader<R>,
+        bar: Option<&Progress>,
+        sink: &mut dyn Sink,
+        syncs: &mut Vec<ClockSync>,
+    ) -> std::io::Result<()> {
+        let t = self;
         while let Some((kind, payload)) = reader.next_block()? {
             if let Some(bar) = bar {
                 bar.set(reader.status().offset);
@@ -304,7 +327,7 @@ impl Trace {
                     match crate::decode::payload::header(&payload, layout) {
                         Some(tid) => {
                             let at = reader.status().last_block;
-                            sink.events(&mut t, tid, crate::decode::payload::tagged(payload, layout), at);
+                            sink.events(t, tid, crate::decode::payload::tagged(payload, layout), at);
                             true
                         }
                         None => false,
@@ -328,12 +351,8 @@ impl Trace {
             }
         }
         let source = t.process.as_ref().map(|p| p.time_source).unwrap_or_default();
-        t.clock = TimeMap::new(source, &syncs);
-        let st = reader.status();
-        t.health.blocks = st.blocks;
-        t.health.corrupt_blocks = st.corrupt_blocks;
-        t.health.truncated_at = st.truncated_at;
-        Ok(t)
+        t.clock = TimeMap::new(source, syncs);
+        Ok(())
     }
 
     /// Thread ids that have events, in order of first appearance in the file.

@@ -93,7 +93,7 @@ pub fn replay_split<V: Joinable>(
         }
     }
     let mut view = make(Half::Whole);
-    let mut l = Lifetimes::new(&mut view, t.clock, tids, &bar, &disk);
+    let mut l = Lifetimes::new(&mut view, t.clock, tids, &bar, Some(&disk));
     m.run(&mut l, u64::MAX);
     bar.finish();
     t.health.malformed_blocks += m.malformed();
@@ -139,7 +139,7 @@ fn halves<V: Joinable>(
             .name("heaplens-later".into())
             .spawn_scoped(scope, move || {
                 let mut later = make(Half::Later);
-                let mut l = Lifetimes::new(&mut later, clock, tids.to_vec(), bar, disk);
+                let mut l = Lifetimes::new(&mut later, clock, tids.to_vec(), bar, Some(disk));
                 l.deferred = Some(Vec::new());
                 tail.run(&mut l, u64::MAX);
                 let (live, deferred) = (std::mem::take(&mut l.live), l.deferred.take().unwrap_or_default());
@@ -147,7 +147,7 @@ fn halves<V: Joinable>(
             })
             .expect("cannot start a thread");
         let mut head = make(Half::Earlier);
-        let mut l = Lifetimes::new(&mut head, clock, tids.to_vec(), bar, disk);
+        let mut l = Lifetimes::new(&mut head, clock, tids.to_vec(), bar, Some(disk));
         m.run(&mut l, cut - 1);
         let live = std::mem::take(&mut l.live);
         (head, live, other.join().expect("the later half's replay panicked"))

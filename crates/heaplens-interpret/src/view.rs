@@ -256,7 +256,7 @@ pub fn replay_indexed(
     let disk = Arc::new(DiskBlocks::new(file));
     let (mut m, tids) = Merger::on_disk(disk.clone(), &index.blocks);
     let bar = Progress::bytes(progress, size, "replaying");
-    let mut l = Lifetimes::new(view, t.clock, tids, &bar, &disk);
+    let mut l = Lifetimes::new(view, t.clock, tids, &bar, Some(&disk));
     m.run(&mut l, u64::MAX);
     bar.finish();
     // Events payloads that stopped decoding part-way are damage the first pass cannot see.
@@ -288,7 +288,8 @@ pub(crate) struct Lifetimes<'v> {
     /// Runs replayed, and where the bar shows how far into the file they are.
     runs: u64,
     bar: &'v Progress,
-    disk: &'v DiskBlocks,
+    /// The file the blocks are read from, for the bar (none: payloads in memory).
+    disk: Option<&'v DiskBlocks>,
     /// In the later half of a split replay (`crate::split`), the releases of non-zero
     /// addresses not live here, in order: the earlier half may hold their blocks.
     pub(crate) deferred: Option<Vec<Release>>,
@@ -300,7 +301,7 @@ impl<'v> Lifetimes<'v> {
         clock: TimeMap,
         tids: Vec<u32>,
         bar: &'v Progress,
-        disk: &'v DiskBlocks,
+        disk: Option<&'v DiskBlocks>,
     ) -> Self {
         Lifetimes { view, clock, tids, live: LiveBlocks::default(), runs: 0, bar, disk, deferred: None }
     }
@@ -380,7 +381,9 @@ impl Consumer for Lifetimes<'_> {
     fn end_run(&mut self, _stream: u32, _last: u64, _events: u64, _last_ts: u64, _max_ts: u64) {
         self.runs += 1;
         if self.runs.is_multiple_of(4096) {
-            self.bar.set(self.disk.reached());
+            if let Some(d) = self.disk {
+                self.bar.set(d.reached());
+            }
         }
     }
 }

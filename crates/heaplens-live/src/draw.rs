@@ -16,11 +16,19 @@ fn seconds(ns: u64) -> String {
     format!("{:.1} s", ns as f64 / 1e9)
 }
 
+/// The keys, as the footer lists them.
+pub const KEYS: &str = "q: quit   s: sort the call sites (in use now, per second, in all)";
+
 /// Draws `s` on the whole frame.
 pub fn draw(f: &mut Frame, s: &Screen) {
-    let [head, graph, middle, bottom] =
-        Layout::vertical([Constraint::Length(4), Constraint::Length(7), Constraint::Min(6), Constraint::Min(6)])
-            .areas(f.area());
+    let [head, graph, middle, bottom, foot] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Length(7),
+        Constraint::Min(6),
+        Constraint::Min(6),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
     header(f, head, s);
     let width = graph.width.saturating_sub(2) as usize;
     // The last steps, as many as fit.
@@ -35,13 +43,12 @@ pub fn draw(f: &mut Frame, s: &Screen) {
             .data(series),
         graph,
     );
-    let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(middle);
-    sites(f, left, " holding the most bytes now ", &["bytes", "blocks"], &s.holding, false);
-    sites(f, right, " allocating the most per second ", &["bytes/s", "allocs/s"], &s.allocating, false);
+    call_sites(f, middle, s);
     let [left, right] = Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(bottom);
     let title = format!(" old blocks (live over {}): leak candidates ", seconds(s.old_after_ns));
-    sites(f, left, &title, &["bytes", "blocks"], &s.old, true);
+    old_sites(f, left, &title, &s.old);
     threads(f, right, s);
+    f.render_widget(Paragraph::new(KEYS), foot);
 }
 
 fn header(f: &mut Frame, area: Rect, s: &Screen) {
@@ -64,35 +71,59 @@ fn header(f: &mut Frame, area: Rect, s: &Screen) {
             s.unmatched
         )),
     ];
-    if let Some(n) = &s.note {
-        lines.push(Line::from(n.clone()));
-    }
-    lines.push(Line::from("q: quit"));
+    lines.push(Line::from(match &s.note {
+        Some(n) => n.clone(),
+        None => format!("call sites sorted by {}", s.sort.label()),
+    }));
     f.render_widget(Paragraph::new(lines), area);
 }
 
-fn sites(f: &mut Frame, area: Rect, title: &str, heads: &[&str; 2], rows: &[SiteRow], ages: bool) {
-    let mut head = vec![heads[0].to_string(), heads[1].to_string()];
-    if ages {
-        head.push("oldest".into());
-    }
-    head.push("site".into());
-    let body = rows.iter().map(|r| {
-        let mut cells = vec![human_bytes(r.bytes), r.blocks.to_string()];
-        if ages {
-            cells.push(seconds(r.age_ns));
-        }
-        cells.push(r.site.clone());
-        Row::new(cells)
+/// The call sites, in the screen's order: bytes and blocks held now, bytes and allocations per
+/// second, bytes allocated in all.
+fn call_sites(f: &mut Frame, area: Rect, s: &Screen) {
+    let head = ["in use", "blocks", "bytes/s", "allocs/s", "allocated", "site"];
+    let body = s.sites.iter().map(|r| {
+        Row::new(vec![
+            human_bytes(r.bytes),
+            r.blocks.to_string(),
+            human_bytes(r.rate),
+            r.allocs_rate.to_string(),
+            human_bytes(r.total),
+            r.site.clone(),
+        ])
     });
-    let mut widths = vec![Constraint::Length(10), Constraint::Length(9)];
-    if ages {
-        widths.push(Constraint::Length(8));
-    }
-    widths.push(Constraint::Min(10));
+    let widths = [
+        Constraint::Length(10),
+        Constraint::Length(9),
+        Constraint::Length(10),
+        Constraint::Length(9),
+        Constraint::Length(10),
+        Constraint::Min(10),
+    ];
+    let title = format!(" call sites, by {} ", s.sort.label());
+    table(f, area, &title, &head, body, &widths);
+}
+
+fn old_sites(f: &mut Frame, area: Rect, title: &str, rows: &[SiteRow]) {
+    let body = rows
+        .iter()
+        .map(|r| Row::new(vec![human_bytes(r.bytes), r.blocks.to_string(), seconds(r.age_ns), r.site.clone()]));
+    let widths = [Constraint::Length(10), Constraint::Length(9), Constraint::Length(8), Constraint::Min(10)];
+    table(f, area, title, &["bytes", "blocks", "oldest", "site"], body, &widths);
+}
+
+/// A bordered table with a bold header row.
+fn table<'a>(
+    f: &mut Frame,
+    area: Rect,
+    title: &str,
+    head: &[&'a str],
+    body: impl Iterator<Item = Row<'a>>,
+    widths: &[Constraint],
+) {
     f.render_widget(
-        Table::new(body, widths)
-            .header(Row::new(head).style(Style::default().add_modifier(Modifier::BOLD)))
+        Table::new(body, widths.to_vec())
+            .header(Row::new(head.to_vec()).style(Style::default().add_modifier(Modifier::BOLD)))
             .block(Block::default().borders(Borders::ALL).title(title.to_string())),
         area,
     );
@@ -103,12 +134,7 @@ fn threads(f: &mut Frame, area: Rect, s: &Screen) {
         Row::new(vec![t.tid.to_string(), t.name.clone(), t.allocations.to_string(), human_bytes(t.live_bytes)])
     });
     let widths = [Constraint::Length(8), Constraint::Length(16), Constraint::Length(10), Constraint::Min(9)];
-    f.render_widget(
-        Table::new(body, widths)
-            .header(Row::new(["tid", "name", "allocs", "in use"]).style(Style::default().add_modifier(Modifier::BOLD)))
-            .block(Block::default().borders(Borders::ALL).title(" threads ")),
-        area,
-    );
+    table(f, area, " threads ", &["tid", "name", "allocs", "in use"], body, &widths);
 }
 
 /// `s` drawn on a `width` x `height` screen, as text: one line per row, trailing blanks cut.
@@ -141,7 +167,7 @@ mod tests {
             in_use: 3 << 20,
             blocks: 12,
             series: vec![1, 5, 9],
-            holding: vec![SiteRow { site: "make_widget".into(), bytes: 3 << 20, blocks: 12, age_ns: 0 }],
+            sites: vec![SiteRow { site: "make_widget".into(), bytes: 3 << 20, blocks: 12, ..SiteRow::default() }],
             old_after_ns: 10_000_000_000,
             ..Screen::default()
         };
@@ -149,6 +175,8 @@ mod tests {
         assert_eq!(text.lines().count(), 40);
         assert!(text.contains("heaplens live  ./widgets (pid 42)"), "{text}");
         assert!(text.contains("in use 3.0 MiB in 12 blocks"), "{text}");
+        assert!(text.contains("call sites sorted by bytes in use now"), "{text}");
+        assert!(text.contains(KEYS), "{text}");
         let row = text.lines().find(|l| l.contains("make_widget")).unwrap_or_else(|| panic!("{text}"));
         assert!(row.contains("3.0 MiB") && row.contains("12"), "{row}");
         assert_eq!(human_bytes(1023), "1023 B");

@@ -18,6 +18,7 @@
 
 pub mod draw;
 pub mod screen;
+pub mod sort;
 pub mod tally;
 
 use std::io::Write;
@@ -26,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use screen::{Follower, Screen};
+pub use sort::Sort;
 
 /// How the view is set up.
 #[derive(Debug, Clone)]
@@ -36,11 +38,13 @@ pub struct Options {
     pub top: usize,
     /// Time between two screens.
     pub interval: Duration,
+    /// The call sites' order (the terminal's `s` key changes it).
+    pub sort: Sort,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { old_after_ns: 10_000_000_000, top: 8, interval: Duration::from_secs(1) }
+        Options { old_after_ns: 10_000_000_000, top: 8, interval: Duration::from_secs(1), sort: Sort::InUse }
     }
 }
 
@@ -69,8 +73,9 @@ pub fn plain(path: &Path, options: &Options, frames: usize, out: &mut dyn Write)
 }
 
 /// Draws the trace at `path` on the terminal, a new screen every `options.interval`, until
-/// the user presses `q`, Esc or Ctrl-C. When `ended` turns true (the program ended), the
-/// screen says so and stays until the user quits.
+/// the user presses `q`, Esc or Ctrl-C; `s` sorts the call sites by the next order
+/// ([`Sort::next`]) at once. When `ended` turns true (the program ended), the screen says so
+/// and stays until the user quits.
 ///
 /// # Errors
 /// The terminal's (not a terminal, cannot switch to raw mode).
@@ -104,9 +109,16 @@ pub fn interactive(path: &Path, options: &Options, ended: Option<&AtomicBool>) -
                 }
                 if let Event::Key(k) = event::read()? {
                     let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
-                    if k.kind == KeyEventKind::Press && (ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc))
-                    {
+                    if k.kind != KeyEventKind::Press {
+                        continue;
+                    }
+                    if ctrl_c || matches!(k.code, KeyCode::Char('q') | KeyCode::Esc) {
                         return Ok(());
+                    }
+                    if k.code == KeyCode::Char('s') {
+                        // Sorted again at once, from what was read (no new round).
+                        follower.set_sort(follower.sort().next());
+                        break;
                     }
                 }
             }

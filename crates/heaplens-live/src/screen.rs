@@ -1,15 +1,17 @@
-//! What one screen shows, from one replay of the trace, and the follower that makes one per
-//! round and remembers what it needs from the previous ones (site names, totals for rates).
+//! What one screen shows, and the follower that makes one per round: it reads only what the
+//! trace gained since the previous round ([`heaplens_interpret::follow`]) into a tally kept
+//! from round to round, and remembers site names and the previous round's totals (for rates).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use heaplens_interpret::follow::{Follow, Step};
 use heaplens_interpret::names::for_terminal;
 use heaplens_interpret::paths::{resolve_attributed, Attribution, Naming};
-use heaplens_interpret::view::replay;
 use heaplens_interpret::Trace;
 
-use crate::tally::Tally;
+use crate::sort::Sort;
+use crate::tally::{StackTally, Tally};
 use crate::Options;
 
 /// A call site's row.
@@ -17,12 +19,39 @@ use crate::Options;
 pub struct SiteRow {
     /// The site: the program's own innermost function (escaped for the terminal).
     pub site: String,
-    /// Bytes (held now, allocated per second, or held by old blocks, by table).
+    /// Bytes held now (in the old blocks' table: by the old blocks).
     pub bytes: u64,
-    /// Blocks (held now, allocations per second, or old blocks).
+    /// Blocks held now (old blocks).
     pub blocks: u64,
+    /// Bytes allocated per second since the previous screen.
+    pub rate: u64,
+    /// Allocations per second since the previous screen.
+    pub allocs_rate: u64,
+    /// Bytes allocated since recording started.
+    pub total: u64,
     /// The oldest block's age in nanoseconds (old blocks only).
     pub age_ns: u64,
+}
+
+impl SiteRow {
+    /// The number `sort` orders by.
+    fn key(&self, sort: Sort) -> u64 {
+        match sort {
+            Sort::InUse => self.bytes,
+            Sort::Rate => self.rate,
+            Sort::Total => self.total,
+        }
+    }
+
+    /// Adds another stack's numbers of the same site.
+    fn add(&mut self, o: &SiteRow) {
+        self.bytes += o.bytes;
+        self.blocks += o.blocks;
+        self.rate += o.rate;
+        self.allocs_rate += o.allocs_rate;
+        self.total += o.total;
+        self.age_ns = self.age_ns.max(o.age_ns);
+    }
 }
 
 /// A thread's row.
@@ -63,10 +92,10 @@ pub struct Screen {
     pub unmatched: u64,
     /// Bytes in use at the end of each 100 ms step.
     pub series: Vec<u64>,
-    /// Sites holding the most bytes now.
-    pub holding: Vec<SiteRow>,
-    /// Sites allocating the most bytes per second (since the last screen).
-    pub allocating: Vec<SiteRow>,
+    /// The call sites, most first by [`Screen::sort`].
+    pub sites: Vec<SiteRow>,
+    /// What the call sites are sorted by.
+    pub sort: Sort,
     /// Sites with blocks older than the threshold, most bytes first.
     pub old: Vec<SiteRow>,
     /// The leak candidates' threshold, nanoseconds.
@@ -80,15 +109,20 @@ pub struct Screen {
 /// A round's time and allocations, and (bytes, allocations) per stack.
 type Previous = (u64, u64, HashMap<u32, (u64, u64)>);
 
-/// Follows one trace: each [`Follower::refresh`] replays it as far as it is written.
+/// Follows one trace: each [`Follower::refresh`] reads what it gained since the last one.
 pub struct Follower {
     path: PathBuf,
     options: Options,
+    follow: Follow,
+    tally: Tally,
     /// Site name by stack id (stack ids are stable within a trace).
     names: HashMap<u32, String>,
     /// The previous round's time and allocations, and bytes/allocations per stack, for rates.
     previous: Option<Previous>,
-    /// The file's length at the last replay, and the screen then.
+    /// What the last screen's rates were counted from (kept for a screen with nothing new,
+    /// such as one sorted again at once).
+    basis: Option<Previous>,
+    /// The file's length at the last round that read it, and the screen then.
     last: Option<(u64, Screen)>,
     screen: Screen,
 }
@@ -96,11 +130,50 @@ pub struct Follower {
 impl Follower {
     /// Follows the trace at `path`.
     pub fn new(path: PathBuf, options: Options) -> Self {
-        Follower { path, options, names: HashMap::new(), previous: None, last: None, screen: Screen::default() }
+        Follower {
+            follow: Follow::new(&path),
+            tally: Tally::new(options.old_after_ns),
+            path,
+            options,
+            names: HashMap::new(),
+            previous: None,
+            basis: None,
+            last: None,
+            screen: Screen::default(),
+        }
     }
 
-    /// Replays the trace as far as it is written (when it grew) and returns the screen. A
-    /// trace that cannot be read yet gives a screen saying so; the next round tries again.
+    /// The call sites' order from now on (the screen shows it from the next refresh).
+    pub fn set_sort(&mut self, sort: Sort) {
+        self.options.sort = sort;
+        self.last = None;
+    }
+
+    /// The order of the call sites now.
+    pub fn sort(&self) -> Sort {
+        self.options.sort
+    }
+
+    /// The tally of the events replayed so far (for checking it against a report).
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    /// Times the replay had to start over from the start of the trace (a block came older
+    /// than what it had replayed).
+    pub fn restarts(&self) -> u64 {
+        self.follow.restarts()
+    }
+
+    /// Bytes of the trace read so far, over every round (each block once, unless the replay
+    /// had to start over).
+    pub fn bytes_read(&self) -> u64 {
+        self.follow.bytes_read()
+    }
+
+    /// Reads what the trace gained since the last round (nothing when its length did not
+    /// change) and returns the screen. A trace that cannot be read yet gives a screen saying
+    /// so; the next round tries again.
     pub fn refresh(&mut self) -> &mut Screen {
         let len = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
         if let Some((l, s)) = &self.last {
@@ -109,12 +182,25 @@ impl Follower {
                 return &mut self.screen;
             }
         }
-        let mut tally = Tally::new(self.options.old_after_ns);
-        self.screen = match replay(&self.path, &mut tally) {
-            Ok(trace) => self.make(&trace, &tally),
+        let mut step = self.follow.advance(&mut self.tally);
+        if step.as_ref().is_ok_and(|s| *s == Step::Restarted) {
+            // A block broke the order the replay assumed: the whole trace again, afresh.
+            self.tally = Tally::new(self.options.old_after_ns);
+            (self.previous, self.basis) = (None, None);
+            step = self.follow.advance(&mut self.tally);
+        }
+        self.screen = match step {
+            Ok(_) => {
+                self.tally.mark_old(&mut self.follow.live());
+                let follow = std::mem::replace(&mut self.follow, Follow::new(&self.path));
+                let screen = self.make(follow.trace());
+                self.follow = follow;
+                screen
+            }
             Err(e) => Screen {
                 note: Some(format!("waiting for the trace {}: {}", self.path.display(), e)),
                 old_after_ns: self.options.old_after_ns,
+                sort: self.options.sort,
                 ..Screen::default()
             },
         };
@@ -124,7 +210,8 @@ impl Follower {
         &mut self.screen
     }
 
-    fn make(&mut self, trace: &Trace, t: &Tally) -> Screen {
+    fn make(&mut self, trace: &Trace) -> Screen {
+        let t = &self.tally;
         let top = self.options.top;
         let (program, attached, start) = match &trace.process {
             Some(p) => {
@@ -134,55 +221,45 @@ impl Follower {
             None => ("?".into(), false, t.first_ts),
         };
         let now = t.last_ts.max(trace.end.map_or(0, |e| e.end_mono_ns));
-        // Rates: since the previous round, or since recording started on the first.
-        let (since, since_allocs, before) = match self.previous.take() {
-            Some((ts, n, per)) if ts < now => (ts, n, per),
-            _ => (start.min(now), 0, HashMap::new()),
+        // Rates: since the previous round, or since recording started on the first; a round
+        // with nothing new shows the last screen's.
+        match &self.previous {
+            Some(p) if p.0 < now => self.basis = self.previous.take(),
+            Some(_) => {}
+            None => self.basis = None,
+        }
+        let empty = HashMap::new();
+        let (since, since_allocs, before) = match &self.basis {
+            Some((ts, n, per)) => (*ts, *n, per),
+            None => (start.min(now), 0, &empty),
         };
         let span_s = (now.saturating_sub(since)).max(1) as f64 / 1e9;
         let per_s = |x: u64| (x as f64 / span_s).round() as u64;
-        let mut holding = Vec::new();
-        let mut allocating = Vec::new();
-        let mut old = Vec::new();
-        for (&id, s) in &t.stacks {
-            if s.live_bytes > 0 {
-                holding.push((id, s.live_bytes, s.live_blocks, 0));
-            }
+        let site_of = |id: u32, s: &StackTally| {
             let (b0, n0) = before.get(&id).copied().unwrap_or((0, 0));
-            if s.allocations > n0 {
-                allocating.push((id, per_s(s.allocated_bytes - b0), per_s(s.allocations - n0), 0));
-            }
-            if s.old_blocks > 0 {
-                old.push((id, s.old_bytes, s.old_blocks, s.oldest_ns));
-            }
-        }
+            let rate = per_s(s.allocated_bytes.saturating_sub(b0));
+            let allocs_rate = per_s(s.allocations.saturating_sub(n0));
+            let row = SiteRow { bytes: s.live_bytes, blocks: s.live_blocks, rate, allocs_rate, ..SiteRow::default() };
+            (id, SiteRow { total: s.allocated_bytes, ..row })
+        };
+        let sites: Vec<(u32, SiteRow)> = t.stacks.iter().map(|(&id, s)| site_of(id, s)).collect();
+        let old: Vec<(u32, SiteRow)> = t
+            .stacks
+            .iter()
+            .filter(|(_, s)| s.old_blocks > 0)
+            .map(|(&id, s)| {
+                (id, SiteRow { bytes: s.old_bytes, blocks: s.old_blocks, age_ns: s.oldest_ns, ..SiteRow::default() })
+            })
+            .collect();
         self.previous = Some((
             now,
             t.allocations,
             t.stacks.iter().map(|(&id, s)| (id, (s.allocated_bytes, s.allocations))).collect(),
         ));
-        let mut rows = |mut v: Vec<(u32, u64, u64, u64)>| -> Vec<SiteRow> {
-            v.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
-            // Stacks of one site add up: take more stacks than rows.
-            v.truncate(top * 8);
-            self.name(trace, v.iter().map(|r| r.0));
-            let mut by_site: Vec<SiteRow> = Vec::new();
-            for (id, bytes, blocks, age_ns) in v {
-                let site = self.names.get(&id).cloned().unwrap_or_else(|| format!("stack {id}"));
-                match by_site.iter_mut().find(|r| r.site == site) {
-                    Some(r) => {
-                        r.bytes += bytes;
-                        r.blocks += blocks;
-                        r.age_ns = r.age_ns.max(age_ns);
-                    }
-                    None => by_site.push(SiteRow { site, bytes, blocks, age_ns }),
-                }
-            }
-            by_site.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.site.cmp(&b.site)));
-            by_site.truncate(top);
-            by_site
-        };
-        let (holding, allocating, old) = (rows(holding), rows(allocating), rows(old));
+        let sort = self.options.sort;
+        let sites = self.by_site(trace, sites, sort);
+        let old = self.by_site(trace, old, Sort::InUse);
+        let t = &self.tally;
         let names: HashMap<u32, &str> = trace.thread_names.iter().map(|n| (n.tid, n.name.as_str())).collect();
         let mut threads: Vec<ThreadRow> = t
             .threads
@@ -210,13 +287,35 @@ impl Follower {
             allocations_per_s: per_s(t.allocations.saturating_sub(since_allocs)),
             unmatched: t.unmatched,
             series: t.series.clone(),
-            holding,
-            allocating,
+            sites,
+            sort,
             old,
             old_after_ns: self.options.old_after_ns,
             threads,
             note: None,
         }
+    }
+
+    /// The `top` sites with the most by `sort` among the rows of `stacks` (each a stack's),
+    /// the rows of one site's stacks added up.
+    fn by_site(&mut self, trace: &Trace, mut stacks: Vec<(u32, SiteRow)>, sort: Sort) -> Vec<SiteRow> {
+        let top = self.options.top;
+        stacks.retain(|(_, r)| r.key(sort) > 0);
+        stacks.sort_by(|a, b| b.1.key(sort).cmp(&a.1.key(sort)).then(b.1.blocks.cmp(&a.1.blocks)).then(a.0.cmp(&b.0)));
+        // Stacks of one site add up: take more stacks than rows.
+        stacks.truncate(top * 8);
+        self.name(trace, stacks.iter().map(|r| r.0));
+        let mut by_site: Vec<SiteRow> = Vec::new();
+        for (id, row) in stacks {
+            let site = self.names.get(&id).cloned().unwrap_or_else(|| format!("stack {id}"));
+            match by_site.iter_mut().find(|r| r.site == site) {
+                Some(r) => r.add(&row),
+                None => by_site.push(SiteRow { site, ..row }),
+            }
+        }
+        by_site.sort_by(|a, b| b.key(sort).cmp(&a.key(sort)).then(a.site.cmp(&b.site)));
+        by_site.truncate(top);
+        by_site
     }
 
     /// Names the stacks `ids` not named yet.

@@ -20,15 +20,19 @@ extern char **environ;
 /* In src/lifetime.rs. */
 void heaplens_before_exec(void);
 void heaplens_main_thread_exit(void);
+void *heaplens_attached_real(const char *name);
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
 
+/* Attached to a running process (heaplens attach), the monitor is in no scope of the program's
+ * and RTLD_NEXT means nothing: the attach's own lookup then says where the function is. */
 static void *next(const char *name)
 {
-    return dlsym(RTLD_NEXT, name);
+    void *attached = heaplens_attached_real(name);
+    return attached ? attached : dlsym(RTLD_NEXT, name);
 }
 
 #define NEXT(type, name)                                                                         \

@@ -9,6 +9,7 @@ struct hl_tls {
     int64_t sample_left; /* bytes until the next sampled allocation (--sample-rate) */
     uint64_t rng;        /* the sampler's random state, 0 until first used */
     void *cpu;           /* the thread's CPU-time sampler (--cpu), or NULL */
+    uint64_t cpu_gen;    /* the sampling generation `cpu` belongs to (attach: one per attach) */
 };
 
 /* Not static: the entry stubs (src/fastpath.rs) reach it with @GOTTPOFF, as the C code does. */

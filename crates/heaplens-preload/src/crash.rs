@@ -78,10 +78,14 @@ fn real() -> Option<SigactionFn> {
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
 }
 
-/// Signals whose disposition the monitor holds: the fatal ones, and SIGPROF while CPU time is
-/// sampled.
+/// Attach mode: the monitor holds SIGPROF alone (see [`take_over_sigprof_alone`]).
+static SIGPROF_ALONE: AtomicBool = AtomicBool::new(false);
+
+/// Signals whose disposition the monitor holds: the fatal ones (not when attached), and
+/// SIGPROF while CPU time is sampled.
 fn is_watched(sig: c_int) -> bool {
-    FATAL.contains(&sig) || (sig == libc::SIGPROF && SAMPLER.load(Ordering::Acquire) != 0)
+    (FATAL.contains(&sig) && !SIGPROF_ALONE.load(Ordering::Acquire))
+        || (sig == libc::SIGPROF && SAMPLER.load(Ordering::Acquire) != 0)
 }
 
 fn managed(sig: c_int) -> bool {
@@ -133,6 +137,38 @@ pub fn take_over_sigprof(sampler: Sampler) -> bool {
     }
     unlock();
     ok
+}
+
+/// Attach mode (`heaplens attach --cpu`): puts the monitor's handler in front of SIGPROF alone,
+/// the program's disposition kept in the table (the program's `sigaction` and `signal` reach
+/// the table through hooked GOT slots), with glibc's `sigaction` at `real` (the attach's own
+/// lookup). The fatal signals stay the program's. False if that failed.
+pub fn take_over_sigprof_alone(sampler: Sampler, real: usize) -> bool {
+    if real != 0 {
+        REAL.store(real, Ordering::Release);
+    }
+    if self::real().is_none() {
+        return false;
+    }
+    SIGPROF_ALONE.store(true, Ordering::Release);
+    INSTALLED.store(true, Ordering::Release);
+    take_over_sigprof(sampler)
+}
+
+/// Gives SIGPROF back to the program: its disposition from the table is installed again and
+/// the sampler forgotten (attach mode's detach, once no sample is pending).
+pub fn release_sigprof() {
+    lock();
+    if managed(libc::SIGPROF) {
+        // SAFETY: the program's own sigaction for SIGPROF, as it set it; glibc's sigaction.
+        unsafe {
+            let prog = (*PROGRAM.0.get())[libc::SIGPROF as usize];
+            real_sigaction(libc::SIGPROF, &prog, std::ptr::null_mut());
+        }
+        MANAGED.fetch_and(!(1 << libc::SIGPROF), Ordering::AcqRel);
+    }
+    SAMPLER.store(0, Ordering::Release);
+    unlock();
 }
 
 /// Takes `sig` over unless the program ignores it (SIGPROF always). Caller holds the lock.

@@ -60,6 +60,22 @@ pub extern "C" fn heaplens_before_exec() {
     let _ = std::panic::catch_unwind(|| output::checkpoint(output::Checkpoint::Exec));
 }
 
+/// The real `name` (NUL-terminated) for the C stubs when the monitor was attached to a running
+/// process (see `crate::attach`); null when preloaded, where they use `RTLD_NEXT`.
+///
+/// # Safety
+/// `name` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn heaplens_attached_real(name: *const std::ffi::c_char) -> *mut std::ffi::c_void {
+    #[cfg(not(feature = "cpu_monitor"))]
+    if !name.is_null() {
+        let Some(_g) = tls::Guard::enter() else { return std::ptr::null_mut() };
+        return crate::attach::real_for_c(std::ffi::CStr::from_ptr(name)) as *mut std::ffi::c_void;
+    }
+    let _ = name;
+    std::ptr::null_mut()
+}
+
 /// Called when the main thread calls `pthread_exit`.
 #[no_mangle]
 pub extern "C" fn heaplens_main_thread_exit() {

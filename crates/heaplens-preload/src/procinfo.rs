@@ -125,6 +125,13 @@ pub fn thread_stack() -> Range<u64> {
     if sp < main.end && main.end - sp < 1 << 32 {
         return sp.min(main.start)..main.end;
     }
+    stack_below_thread_pointer(sp)
+}
+
+/// The calling thread's stack from `sp` up to its thread pointer (glibc puts a thread's
+/// control block at the top of its stack); empty when they do not look like that (the main
+/// thread's). Async-signal-safe.
+pub fn stack_below_thread_pointer(sp: u64) -> Range<u64> {
     let tp: u64;
     // SAFETY: on x86_64 fs:0 holds the thread pointer itself.
     unsafe { std::arch::asm!("mov {}, fs:0", out(reg) tp, options(nostack, readonly, preserves_flags)) };
@@ -137,6 +144,18 @@ pub fn thread_stack() -> Range<u64> {
 
 /// The main thread's stack, found at start-up.
 static MAIN_STACK: std::sync::Mutex<Range<u64>> = std::sync::Mutex::new(0..0);
+
+/// The main thread's stack (the `[stack]` mapping of `/proc/self/maps`), from any thread;
+/// empty when it cannot be read.
+pub fn main_stack() -> Range<u64> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let line = maps.lines().find(|l| l.ends_with("[stack]"));
+    let range = line.and_then(|l| l.split_whitespace().next()).and_then(|r| r.split_once('-'));
+    match range.map(|(a, b)| (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16))) {
+        Some((Ok(a), Ok(b))) => a..b,
+        _ => 0..0,
+    }
+}
 
 /// Notes the calling (main) thread's stack while `/proc/self/maps` can be read: at start-up.
 pub fn note_main_stack() {

@@ -18,6 +18,9 @@ pub struct Tls {
     pub rng: u64,
     /// The thread's CPU-time sampler (`crate::cpu`), null when it has none.
     pub cpu: *mut c_void,
+    /// The sampling generation [`Tls::cpu`] belongs to: a pointer of an earlier one (a
+    /// detached recording's, since freed) is not the thread's sampler.
+    pub cpu_gen: u64,
 }
 
 /// Where `crate::fastpath` finds [`Tls::sample_left`].

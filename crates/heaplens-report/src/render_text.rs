@@ -280,7 +280,7 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
     };
     let _ = writeln!(out, "  ended                {ended}");
     if t.exec_unfollowed {
-        let _ = writeln!(out, "  warning              {}", EXEC_UNFOLLOWED);
+        let _ = writeln!(out, "  warning              {}", exec_warning(p.attached));
     }
     let _ = writeln!(out, "  trace                {}", health_of(t));
 }
@@ -305,6 +305,16 @@ fn utc(ns: u64) -> String {
 /// What a trace whose process exec'd without `--follow-children` lacks, and the cure.
 pub const EXEC_UNFOLLOWED: &str =
     "the process exec'd another program, which was not recorded: record with --follow-children";
+
+/// The warning for a trace whose process exec'd another program: under `heaplens run`
+/// ([`EXEC_UNFOLLOWED`]), or while attached, where following it is not offered.
+pub fn exec_warning(attached: bool) -> &'static str {
+    if attached {
+        "the process exec'd another program while attached: recording stopped there"
+    } else {
+        EXEC_UNFOLLOWED
+    }
+}
 
 /// One line on the trace's condition.
 pub fn health(r: &Report) -> String {

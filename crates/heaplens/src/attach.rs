@@ -200,16 +200,17 @@ for attempt in range(40):
     inferior = gdb.selected_inferior()
 "#;
 
-/// Loads the monitor into process `pid` and starts it writing `trace` (`max_frames` deep):
-/// gdb calls `dlopen`, then `heaplens_attach`.
-fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32) -> Result<()> {
+/// Loads the monitor into process `pid` and starts it writing `trace` (`max_frames` deep,
+/// with CPU samples at `cpu_hz` per CPU second when not 0): gdb calls `dlopen`, then
+/// `heaplens_attach`.
+fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32, cpu_hz: u32) -> Result<()> {
     let gdb = find_gdb()?;
     let script = tempfile::Builder::new().prefix("heaplens-attach-").suffix(".gdb").tempfile()?;
     let commands = format!(
         "set confirm off\nset pagination off\nset debuginfod enabled off\n\
          if $heaplens_safe == 1\n\
          print (void *) dlopen({lib}, 2)\n\
-         if $1 != 0\n  print ((int (*)(char *, unsigned)) dlsym($1, \"heaplens_attach\"))({out}, {max_frames})\n\
+         if $1 != 0\n  print ((int (*)(char *, unsigned, unsigned)) dlsym($1, \"heaplens_attach\"))({out}, {max_frames}, {cpu_hz})\n\
          else\n  print (char *) dlerror()\nend\n\
          else\n  echo heaplens: no safe point\\n\nend\ndetach\nquit\n",
         lib = gdb_string(library)?,
@@ -335,9 +336,6 @@ fn default_trace(cwd: &Path, name: &str, pid: u32) -> PathBuf {
 /// Runs `heaplens attach`: attaches, waits for `--duration`, Ctrl-C, a `heaplens detach` or
 /// the end of the process, and detaches.
 pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
-    if a.cpu {
-        bail!("heaplens attach --cpu is not supported yet: CPU samples need the monitor from the program's start (heaplens run --cpu)");
-    }
     let pid = a.pid;
     let target = check_target(pid)?;
     find_gdb()?;
@@ -355,7 +353,7 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
         // SAFETY: installs a handler that only stores to an atomic.
         unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
     }
-    inject(pid, &library, &dest.monitor, a.max_frames)?;
+    inject(pid, &library, &dest.monitor, a.max_frames, a.cpu.unwrap_or(0))?;
     if !a.quiet {
         eprintln!("heaplens: attached to process {pid} ({}); recording to {}", target.name, trace.display());
         eprintln!("heaplens: detach with Ctrl-C or: {} detach {pid}", crate::run::invoked_as());
@@ -384,6 +382,8 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    // A program that execs while attached sealed the trace first (its End block says so).
+    let how = if how == "detached" && exec_sealed(&trace) { "the process exec'd another program" } else { how };
     ended.store(true, Ordering::Release);
     if let Some(h) = &symbols {
         h.thread().unpark();
@@ -406,6 +406,19 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
         eprintln!("heaplens: see it with: {} report {}", crate::run::invoked_as(), shown.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the last End block of `trace` was written before an exec.
+fn exec_sealed(trace: &Path) -> bool {
+    use heaplens_trace::BlockKind;
+    let Ok(mut reader) = heaplens_trace::TraceReader::open(trace) else { return false };
+    let mut exec = false;
+    while let Ok(Some((kind, payload))) = reader.next_block_of(|k| k == BlockKind::End) {
+        if kind == BlockKind::End {
+            exec = heaplens_trace::record::EndRecord::decode(&payload).is_ok_and(|e| e.exec_unfollowed);
+        }
+    }
+    exec
 }
 
 /// Runs `heaplens detach`.

@@ -5,11 +5,34 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::LiveArgs;
+use crate::{LiveArgs, LiveScreens};
 
 /// The view's settings from the command line.
 pub fn options(a: &LiveArgs) -> heaplens_live::Options {
-    heaplens_live::Options { old_after_ns: a.old.as_nanos() as u64, top: a.top, ..Default::default() }
+    let o = heaplens_live::Options { old_after_ns: a.old.as_nanos() as u64, top: a.top, ..Default::default() };
+    heaplens_live::Options { sort: a.screens.sort, ..o }
+}
+
+/// Shows `trace` as `screens` asks with `options`: `frames` screens as text on `out` with
+/// --plain (or --frames), else on the terminal until the user quits (`ended`: the program
+/// ended, see [`heaplens_live::interactive`]).
+///
+/// # Errors
+/// Writing the screens, or drawing on the terminal.
+pub fn show(
+    trace: &std::path::Path,
+    screens: &LiveScreens,
+    options: &heaplens_live::Options,
+    ended: Option<&std::sync::atomic::AtomicBool>,
+    out: &mut dyn std::io::Write,
+) -> Result<()> {
+    let options = heaplens_live::Options { sort: screens.sort, ..options.clone() };
+    if screens.plain || screens.frames.is_some() {
+        return heaplens_live::plain(trace, &options, screens.frames.unwrap_or(1), out)
+            .context("cannot write the screens");
+    }
+    heaplens_live::interactive(trace, &options, ended)
+        .context("cannot draw on the terminal (use --plain --frames N for text)")
 }
 
 /// Runs `heaplens live`.
@@ -19,11 +42,5 @@ pub fn execute(a: &LiveArgs) -> Result<()> {
         None => a.target.clone(),
     };
     // A trace not there yet (the program is starting) is waited for, screen after screen.
-    if a.plain || a.frames.is_some() {
-        let mut out = std::io::stdout().lock();
-        return heaplens_live::plain(&trace, &options(a), a.frames.unwrap_or(1), &mut out)
-            .context("cannot write the screens");
-    }
-    heaplens_live::interactive(&trace, &options(a), None)
-        .context("cannot draw on the terminal (use --plain --frames N for text)")
+    show(&trace, &a.screens, &options(a), None, &mut std::io::stdout().lock())
 }

@@ -72,7 +72,8 @@ enum Command {
     Detach(DetachArgs),
     /// Watch a trace while it is written (by heaplens run or heaplens attach) in the terminal:
     /// bytes in use over time, the call sites holding and allocating the most, old blocks,
-    /// threads; a new screen every second, q to quit.
+    /// threads; a new screen every second. Keys: q quits, s sorts the call sites (in use now, per
+    /// second, in all).
     Live(LiveArgs),
 }
 
@@ -82,12 +83,9 @@ pub struct LiveArgs {
     /// The trace, or the process id of a program heaplens records now.
     #[arg(value_name = "TRACE|PID")]
     pub target: PathBuf,
-    /// Print screens as text instead of drawing on the terminal (for scripts).
-    #[arg(long)]
-    pub plain: bool,
-    /// With --plain: print this many screens, one a second, then stop [default: 1].
-    #[arg(long, value_name = "N")]
-    pub frames: Option<usize>,
+    /// How the view shows its screens.
+    #[command(flatten)]
+    pub screens: LiveScreens,
     /// Blocks live longer than this are shown as leak candidates (250ms, 2s, 1.5m; a plain
     /// number is seconds).
     #[arg(long, value_name = "TIME", default_value = "10", value_parser = parse_duration)]
@@ -95,6 +93,29 @@ pub struct LiveArgs {
     /// Rows per table.
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub top: usize,
+}
+
+/// How `heaplens live` and `heaplens run --live` show their screens. On the terminal, keys: q
+/// (or Esc, Ctrl-C) quits, s sorts the call sites by the next order (in use now, per second,
+/// in all).
+#[derive(Args, Debug, Clone)]
+pub struct LiveScreens {
+    /// Print screens as text instead of drawing on the terminal (for scripts; `heaplens run
+    /// --live` prints them on stderr, leaving stdout to the program).
+    #[arg(long)]
+    pub plain: bool,
+    /// With --plain: print this many screens, one a second, then stop [default: 1].
+    #[arg(long, value_name = "N")]
+    pub frames: Option<usize>,
+    /// The call sites' order at the start: in-use (bytes held now), rate (bytes allocated per
+    /// second) or total (bytes allocated since recording started); s cycles it on the terminal.
+    #[arg(long, value_name = "ORDER", default_value = "in-use", value_parser = parse_sort)]
+    pub sort: heaplens_live::Sort,
+}
+
+/// `--sort`: one of [`heaplens_live::Sort`]'s names.
+fn parse_sort(s: &str) -> Result<heaplens_live::Sort, String> {
+    s.parse()
 }
 
 /// Arguments of `heaplens attach`.
@@ -115,9 +136,13 @@ pub struct AttachArgs {
     /// Deepest call stack recorded, in frames (the first attach to a process sets it).
     #[arg(long, default_value_t = 1024, value_name = "FRAMES")]
     pub max_frames: u32,
-    /// Also sample CPU time (not supported yet when attaching: refused with a message).
-    #[arg(long)]
-    pub cpu: bool,
+    /// Also sample where CPU time goes from now on, as `heaplens run --cpu` does: every thread,
+    /// on its own CPU-time clock, HZ times per CPU second (default 999), with its call stack;
+    /// `heaplens report --cpu` shows them. The timers stop and SIGPROF is the program's again
+    /// at the detach.
+    #[arg(long, value_name = "HZ", num_args = 0..=1, require_equals = true, default_missing_value = "999",
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub cpu: Option<u32>,
     /// Print nothing but errors.
     #[arg(short, long)]
     pub quiet: bool,
@@ -185,9 +210,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub budgets: check::BudgetArgs,
     /// Watch the heap live in the terminal while the program runs (as `heaplens live`; q
-    /// quits the view, the program runs on). The program's own output shares the terminal.
+    /// quits the view, the program runs on; s sorts the call sites). The program's own output
+    /// shares the terminal.
     #[arg(long)]
     pub live: bool,
+    /// With --live: how the view shows its screens (--plain, --frames, --sort).
+    #[command(flatten)]
+    pub live_screens: LiveScreens,
     /// The program to profile and its arguments.
     /// Taken as the OS gives them: arguments and paths need not be UTF-8.
     #[arg(required = true, value_name = "PROGRAM [ARGS]...", value_parser = clap::value_parser!(std::ffi::OsString))]

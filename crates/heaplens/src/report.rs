@@ -205,7 +205,7 @@ pub fn warn_if_damaged(r: &Report) {
     // A wrapper (a shell-script shim) that execs the real program leaves a trace of the
     // wrapper alone, which would otherwise read as the program's.
     if t.exec_unfollowed {
-        eprintln!("heaplens: warning: {}: {}", t.path, render_text::EXEC_UNFOLLOWED);
+        eprintln!("heaplens: warning: {}: {}", t.path, render_text::exec_warning(r.process.attached));
     }
     // Stacks missing their nodes: a stack id the trie never defined, which only damage names.
     if t.truncated || t.corrupt_blocks > 0 || t.malformed_blocks > 0 || t.incomplete_stacks > 0 {

@@ -225,7 +225,11 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
             .spawn(move || heaplens_interpret::symbolize::embedded::symbolize_while_written(&trace, pid, &ended))
             .ok()
     };
-    let status = if a.live { live_beside(child, &trace)? } else { child.wait().context("waiting for the program")? };
+    let status = if a.live {
+        live_beside(child, &trace, &a.live_screens)?
+    } else {
+        child.wait().context("waiting for the program")?
+    };
     let exit = ExitRecord { code: status.code(), signal: status.signal(), end_mono_ns: monotonic_ns() };
     ended.store(true, Ordering::Release);
     if let Some(h) = &symbols {
@@ -334,8 +338,13 @@ fn check_run(trace: Option<&Path>, a: &RunArgs) -> bool {
 }
 
 /// `--live`: the live view of `trace` on the terminal while `child` runs (and after, until the
-/// user quits); returns how the child ended.
-fn live_beside(mut child: std::process::Child, trace: &Path) -> Result<std::process::ExitStatus> {
+/// user quits), or with --plain its screens as text on stderr (stdout is the program's);
+/// returns how the child ended.
+fn live_beside(
+    mut child: std::process::Child,
+    trace: &Path,
+    screens: &crate::LiveScreens,
+) -> Result<std::process::ExitStatus> {
     let ended = Arc::new(AtomicBool::new(false));
     let done = ended.clone();
     let waiter = std::thread::spawn(move || {
@@ -343,8 +352,9 @@ fn live_beside(mut child: std::process::Child, trace: &Path) -> Result<std::proc
         done.store(true, Ordering::Release);
         status
     });
-    if let Err(e) = heaplens_live::interactive(trace, &heaplens_live::Options::default(), Some(&ended)) {
-        eprintln!("heaplens: warning: no live view ({e}); the program runs on");
+    let options = heaplens_live::Options::default();
+    if let Err(e) = crate::live::show(trace, screens, &options, Some(&ended), &mut std::io::stderr().lock()) {
+        eprintln!("heaplens: warning: no live view ({e:#}); the program runs on");
     }
     waiter.join().map_err(|_| anyhow::anyhow!("waiting for the program"))?.context("waiting for the program")
 }

@@ -1,6 +1,9 @@
 //! `heaplens live TRACE|PID --plain --frames N`: the live view follows a trace while the
 //! program writes it, names the site holding the most bytes with its bytes within the first
-//! screens, and reads a trace whose last block is still being written.
+//! screens, reads a trace whose last block is still being written, sorts the call sites as
+//! asked (`examples/live_sites.c`), and, following a trace that grows block by block (half
+//! blocks included), ends with the report's numbers; `heaplens run --live` shows the screens
+//! beside the program.
 
 mod common;
 
@@ -14,17 +17,27 @@ fn screens(stdout: &str) -> Vec<String> {
     stdout.split("--- heaplens live: screen ").skip(1).map(str::to_string).collect()
 }
 
-/// The row of `site` in the table whose title line contains `table` (the left or right half
-/// of the screen), as its cells.
+/// The rows of the table whose title line contains `table` (its box's columns only), each as
+/// its cells.
+fn rows_of(screen: &str, table: &str) -> Vec<Vec<String>> {
+    let lines: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
+    let Some(top) = lines.iter().position(|l| l.iter().collect::<String>().contains(table)) else { return vec![] };
+    let title: String = lines[top].iter().collect();
+    let at = title[..title.find(table).unwrap()].chars().count();
+    let start = lines[top][..at].iter().rposition(|&c| c == '┌').unwrap_or(0);
+    let end = lines[top][at..].iter().position(|&c| c == '┐').map_or(lines[top].len(), |e| at + e + 1);
+    lines[top + 2..]
+        .iter()
+        .take_while(|l| l.get(start) != Some(&'└'))
+        .map(|l| l[start.min(l.len())..end.min(l.len())].iter().collect::<String>())
+        .map(|r| r.split(['│', ' ']).filter(|c| !c.is_empty()).map(str::to_string).collect::<Vec<_>>())
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// The row of `site` in the table whose title line contains `table`, as its cells.
 fn row_of(screen: &str, table: &str, site: &str) -> Option<Vec<String>> {
-    let lines: Vec<&str> = screen.lines().collect();
-    let top = lines.iter().position(|l| l.contains(table))?;
-    let left = lines[top].find(table).is_none_or(|i| i < lines[top].len() / 2);
-    lines[top + 1..].iter().take_while(|l| !l.starts_with('└')).find_map(|l| {
-        let half: String =
-            if left { l.chars().take(l.chars().count() / 2).collect() } else { l.chars().skip(55).collect() };
-        half.contains(site).then(|| half.split(['│', ' ']).filter(|c| !c.is_empty()).map(str::to_string).collect())
-    })
+    rows_of(screen, table).into_iter().find(|r| r.iter().any(|c| c == site))
 }
 
 #[test]
@@ -46,7 +59,7 @@ fn the_top_site_and_its_bytes_show_within_the_first_screens() {
     let first = shown
         .iter()
         .position(|s| {
-            row_of(s, "holding the most bytes now", "hold_blocks")
+            row_of(s, "call sites, by bytes in use now", "hold_blocks")
                 .is_some_and(|r| r[0] == "976.9" && r[1] == "KiB" && r[2] == "41")
         })
         .unwrap_or_else(|| panic!("no screen shows hold_blocks holding 976.9 KiB in 41 blocks\n{}", out.stdout));
@@ -98,14 +111,80 @@ fn a_running_program_is_found_by_its_pid() {
     let out = heaplens(&dir, &["live", &pid.to_string(), "--plain", "--frames", "3"]).ok("live PID");
     assert!(out.stdout.contains(&format!("(pid {pid})")), "{}", out.stdout);
     assert!(
-        screens(&out.stdout)
-            .iter()
-            .any(|s| row_of(s, "holding the most bytes now", "hold_blocks")
-                .is_some_and(|r| r[0] == "32.1" && r[2] == "9")),
+        screens(&out.stdout).iter().any(|s| row_of(s, "call sites, by bytes in use now", "hold_blocks")
+            .is_some_and(|r| r[0] == "32.1" && r[2] == "9")),
         "hold_blocks holding 32.1 KiB (8 blocks of 4096 bytes and their array) in 9 blocks\n{}",
         out.stdout
     );
     wait_with_timeout(run, "heaplens run");
     let out = heaplens(&dir, &["live", "999999999", "--plain"]);
     assert_one_line_error(&out, "live on no process");
+}
+
+/// `examples/live_sites.c` recorded: keep_big holds 976.6 KiB to the end, churn_small
+/// allocated 9.5 MiB and holds nothing.
+fn traced_sites(dir: &WorkDir) -> std::path::PathBuf {
+    let exe = compile_c(dir, "live_sites.c", &["-pthread"]);
+    let trace = dir.join("sites.hltrace");
+    let out = run_traced(dir, &trace, &exe, &[] as &[&str]);
+    assert_eq!(out.stdout, "live_sites: keep_big=1000000 churn_small=10000000\n", "{}", out.show());
+    trace
+}
+
+#[test]
+fn the_call_sites_sort_as_asked_and_the_screen_says_how() {
+    let dir = WorkDir::new("live-sort");
+    let trace = traced_sites(&dir);
+    for (sort, label, first, second) in [
+        ("in-use", "bytes in use now", "keep_big", "main"),
+        ("rate", "bytes allocated per second", "churn_small", "keep_big"),
+        ("total", "bytes allocated in all", "churn_small", "keep_big"),
+    ] {
+        let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain", "--sort", sort]).ok("live --sort");
+        assert!(out.stdout.contains(&format!("call sites sorted by {label}")), "{sort}: the header\n{}", out.stdout);
+        assert!(out.stdout.contains("s: sort the call sites"), "{sort}: the footer lists the keys\n{}", out.stdout);
+        let rows = rows_of(&out.stdout, &format!("call sites, by {label}"));
+        let sites: Vec<&str> = rows.iter().map(|r| r.last().unwrap().as_str()).collect();
+        assert_eq!(&sites[..2], &[first, second], "{sort}\n{}", out.stdout);
+        // in use, blocks, bytes/s, allocs/s, allocated (units split off), site.
+        let table = format!("call sites, by {label}");
+        let big = row_of(&out.stdout, &table, "keep_big").unwrap();
+        assert_eq!((&big[0][..], &big[1][..], &big[2][..]), ("976.6", "KiB", "10"), "{sort}: {big:?}");
+        assert_eq!((&big[big.len() - 3][..], &big[big.len() - 2][..]), ("976.6", "KiB"), "{sort}: {big:?}");
+        if sort != "in-use" {
+            let churn = row_of(&out.stdout, &table, "churn_small").unwrap();
+            assert_eq!((&churn[0][..], &churn[2][..]), ("0", "0"), "{sort}: nothing held: {churn:?}");
+            assert_eq!((&churn[churn.len() - 3][..], &churn[churn.len() - 2][..]), ("9.5", "MiB"), "{churn:?}");
+        }
+    }
+    let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain", "--sort", "bytes"]);
+    assert!(!out.status.success() && out.stderr.contains("is not one of in-use, rate, total"), "{}", out.show());
+}
+
+#[test]
+fn run_live_plain_prints_the_screens_beside_the_program() {
+    let dir = WorkDir::new("run-live");
+    let exe = compile_c(&dir, "attach_loop.c", &["-pthread"]);
+    let bare = run_bare(&dir, &exe, &["hold", "40", "25000", "3"]);
+    let trace = dir.join("run-live.hltrace");
+    let args = ["run", "-q", "--live", "--plain", "--frames", "3", "--sort", "total", "-o", trace.to_str().unwrap()];
+    let mut cmd = Command::new(heaplens_exe());
+    cmd.args(args).arg("--").arg(&exe).args(["hold", "40", "25000", "3"]);
+    let out = run_cmd(cmd, &dir.path);
+    // The program's stdout and status as bare; the screens on stderr.
+    assert_eq!(out.stdout, bare.stdout, "stdout as in a bare run\n{}", out.show());
+    assert_eq!(out.status.code(), bare.status.code(), "{}", out.show());
+    let shown = screens(&out.stderr);
+    assert_eq!(shown.len(), 3, "three screens\n{}", out.stderr);
+    // The first screen may come before the trace (it then says it waits for it).
+    assert!(shown.iter().all(|s| s.contains("call sites, by bytes allocated in all")), "{}", out.stderr);
+    assert!(
+        shown.iter().any(|s| {
+            row_of(s, "call sites, by bytes allocated in all", "hold_blocks")
+                .is_some_and(|r| r[0] == "976.9" && r[2] == "41")
+        }),
+        "a screen shows hold_blocks holding 976.9 KiB in 41 blocks\n{}",
+        out.stderr
+    );
+    assert!(trace.exists(), "the trace is written as without --live");
 }

@@ -72,7 +72,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Slot {
     /// A slot holding in-memory payload `payload`.
-    #[cfg(test)]
     pub fn new(payload: Vec<u8>) -> Arc<Self> {
         Self::with(payload, State::Fresh, None)
     }

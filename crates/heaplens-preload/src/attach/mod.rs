@@ -5,12 +5,14 @@
 //! does nothing ([`preloaded`] is false); `heaplens_attach` sets the monitor up as `heaplens
 //! run` would (trace, trie, module map, writer thread), looks the real functions up in the
 //! program's global scope, and hooks the allocation entry points of every loaded module by
-//! their GOT entries ([`crate::got`]). The writer thread hooks modules loaded later as it sees
-//! them (every 10 ms: a `dlopen` wrapper would make the loader take the wrapper for the caller,
-//! and resolve the program's library names by the monitor's own search path).
+//! their GOT entries ([`crate::got`]), and `dlopen` itself, so that a library the program loads
+//! is hooked before `dlopen` returns ([`dlopen`]); the writer thread also looks for modules
+//! loaded otherwise (every 10 ms). The exec family is hooked too, so that a program that execs
+//! leaves a sealed trace. With `--cpu`, every thread's CPU time is sampled
+//! ([`crate::cpu::attached`]).
 //!
-//! Detaching ([`tick`], on the writer thread, when `TRACE.detach` appears): the entries are put
-//! back, recording stops, the End block is written, the trace closed and the writer thread
+//! Detaching ([`tick`], on the writer thread, when `TRACE.detach` appears): the CPU timers
+//! stop, the entries are put back, recording stops, the End block is written, the trace closed and the writer thread
 //! ends. The library stays loaded (a thread may still be inside a hook); a later
 //! `heaplens_attach` (after a second `dlopen`, which only returns the same handle) starts a
 //! new trace: each thread starts its state over on its next event (see
@@ -21,9 +23,14 @@
 use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
-use crate::{got, intern, modules, output, queue, real, resolve, thread, tls};
+use crate::{cpu, got, intern, modules, output, queue, real, resolve, thread, tls};
+
+mod dlopen;
+mod targets;
+
+use targets::{global_real, module_base, own_base, real_definition};
 
 /// [`heaplens_attach`]: recording started.
 pub const ATTACH_OK: i32 = 0;
@@ -74,141 +81,11 @@ pub fn preloaded() -> bool {
     }
 }
 
-/// The entry points hooked in every module.
-const HOOKED: &[&CStr] = &[
-    c"malloc",
-    c"calloc",
-    c"realloc",
-    c"reallocarray",
-    c"free",
-    c"memalign",
-    c"posix_memalign",
-    c"aligned_alloc",
-    c"valloc",
-    c"pvalloc",
-    c"_Znwm",
-    c"_Znam",
-    c"_ZnwmRKSt9nothrow_t",
-    c"_ZnamRKSt9nothrow_t",
-    c"_ZnwmSt11align_val_t",
-    c"_ZnamSt11align_val_t",
-    c"_ZnwmSt11align_val_tRKSt9nothrow_t",
-    c"_ZnamSt11align_val_tRKSt9nothrow_t",
-    c"_ZdlPv",
-    c"_ZdaPv",
-    c"_ZdlPvm",
-    c"_ZdaPvm",
-    c"_ZdlPvSt11align_val_t",
-    c"_ZdaPvSt11align_val_t",
-    c"_ZdlPvmSt11align_val_t",
-    c"_ZdaPvmSt11align_val_t",
-    c"_ZdlPvRKSt9nothrow_t",
-    c"_ZdaPvRKSt9nothrow_t",
-    c"_ZdlPvSt11align_val_tRKSt9nothrow_t",
-    c"_ZdaPvSt11align_val_tRKSt9nothrow_t",
-    c"_exit",
-    c"_Exit",
-];
-
-/// The entry points hooked in every module, with this library's definitions of them (see
-/// [`crate::hooks`]). They are looked up in this library's own handle: the library's code
-/// reaches its exported names through its GOT like any module, where the loader put the
-/// global scope's definitions (glibc's).
-fn targets() -> &'static [got::Target] {
-    static T: OnceLock<Vec<got::Target>> = OnceLock::new();
-    T.get_or_init(|| {
-        let Some(me) = crate::own_path().and_then(|p| std::ffi::CString::new(p).ok()) else { return Vec::new() };
-        // SAFETY: a NUL-terminated path; RTLD_NOLOAD only finds this library, already loaded
-        // (the extra reference is never dropped: the library stays loaded anyway).
-        let handle = unsafe { libc::dlopen(me.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-        if handle.is_null() {
-            return Vec::new();
-        }
-        HOOKED
-            .iter()
-            // SAFETY: a handle from dlopen and NUL-terminated names.
-            .map(|&n| (n, unsafe { libc::dlsym(handle, n.as_ptr()) } as usize))
-            .filter(|&(_, hook)| hook != 0)
-            .collect()
-    })
-}
-
-/// `addr`, found for the real `name` (NUL-terminated) in the global scope, if a function
-/// starts there outside this library; else the C library's own `name`, else 0. A non-PIE
-/// program that takes a function's address exports its PLT entry under the function's name,
-/// and the global lookup finds that: a jump through the program's GOT slot, which the hooks
-/// now hold (every call would loop into them).
-fn real_definition(name: &'static str, addr: usize) -> usize {
-    let own = own_base();
-    let starts_function = |a: usize| {
-        if a == 0 || module_base(a) == own {
-            return false;
-        }
-        // SAFETY: `dladdr` only reads the loader's tables and fills `info`; a symbol starts at
-        // `a`, so its first bytes are mapped code.
-        unsafe {
-            let mut info: libc::Dl_info = std::mem::zeroed();
-            libc::dladdr(a as *const libc::c_void, &mut info) != 0
-                && info.dli_saddr as usize == a
-                && !jumps_through_memory(a as *const u8)
-        }
-    };
-    if starts_function(addr) {
-        return addr;
-    }
-    // SAFETY: RTLD_NOLOAD only finds the C library, loaded already; NUL-terminated names.
-    let libc_own = unsafe {
-        let libc = libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
-        if libc.is_null() {
-            0
-        } else {
-            libc::dlsym(libc, name.as_ptr().cast()) as usize
-        }
-    };
-    if starts_function(libc_own) {
-        libc_own
-    } else {
-        0
-    }
-}
-
-/// Whether the code at `p` is a PLT entry: `jmp *slot(%rip)` (`ff 25`), after an `endbr64`
-/// and a `bnd` prefix if present. (The loader's `dladdr` names an undefined symbol by its
-/// canonical PLT entry.)
-///
-/// # Safety
-/// `p` points to at least 7 bytes of mapped code.
-unsafe fn jumps_through_memory(p: *const u8) -> bool {
-    let mut at = p;
-    if std::slice::from_raw_parts(at, 4) == [0xf3, 0x0f, 0x1e, 0xfa] {
-        at = at.add(4);
-    }
-    if *at == 0xf2 {
-        at = at.add(1);
-    }
-    std::slice::from_raw_parts(at, 2) == [0xff, 0x25]
-}
-
-/// This library's load address (its own GOT entries are never rewritten).
-fn own_base() -> usize {
-    module_base(own_base as *const () as usize)
-}
-
-/// The load address of the module holding `addr`, 0 when none does.
-fn module_base(addr: usize) -> usize {
-    // SAFETY: `dladdr` only reads the loader's tables and fills `info`.
-    unsafe {
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(addr as *const libc::c_void, &mut info) == 0 {
-            return 0;
-        }
-        info.dli_fbase as usize
-    }
-}
-
 /// Starts recording into the trace at `output` (a NUL-terminated absolute path; `%p` becomes
 /// the pid), stacks cut at `max_frames` frames (the first attach's value holds for later
-/// ones). Called by gdb inside the process after it loaded this library with `dlopen`.
+/// ones), and with `cpu_hz` > 0 CPU-time samples of every thread at that rate (samples per
+/// CPU second, at most 100 000). Called by gdb inside the process after it loaded this library
+/// with `dlopen`.
 ///
 /// Returns [`ATTACH_OK`], [`ATTACH_BUSY`] (already recording: attached, or started by
 /// `heaplens run`), [`ATTACH_NO_TRACE`] (the trace cannot be created; nothing was hooked) or
@@ -217,16 +94,16 @@ fn module_base(addr: usize) -> usize {
 /// # Safety
 /// `output` must be a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn heaplens_attach(output: *const c_char, max_frames: u32) -> i32 {
+pub unsafe extern "C" fn heaplens_attach(output: *const c_char, max_frames: u32, cpu_hz: u32) -> i32 {
     let Some(_g) = tls::Guard::enter() else { return ATTACH_BUSY };
     if output.is_null() {
         return ATTACH_FAILED;
     }
     let path = PathBuf::from(std::ffi::OsStr::from_encoded_bytes_unchecked(CStr::from_ptr(output).to_bytes()));
-    std::panic::catch_unwind(|| arm(&path, max_frames)).unwrap_or(ATTACH_FAILED)
+    std::panic::catch_unwind(|| arm(&path, max_frames, cpu_hz)).unwrap_or(ATTACH_FAILED)
 }
 
-fn arm(output: &std::path::Path, max_frames: u32) -> i32 {
+fn arm(output: &std::path::Path, max_frames: u32, cpu_hz: u32) -> i32 {
     if preloaded() || crate::STATE.load(Ordering::Acquire) != crate::OFF && !attached() {
         return ATTACH_BUSY; // started by `heaplens run`: it records already
     }
@@ -254,7 +131,9 @@ fn arm(output: &std::path::Path, max_frames: u32) -> i32 {
         unsafe { libc::pthread_atfork(Some(crate::fork_prepare), Some(crate::fork_parent), Some(crate::fork_child)) };
     });
     real::resolve_all();
-    real::fix_each(real_definition);
+    real::fix_each(|name, addr| real_definition(CStr::from_bytes_with_nul(name.as_bytes()).unwrap_or(c""), addr));
+    dlopen::resolve();
+    cpu::request(cpu_hz);
     crate::PID.store(std::process::id(), Ordering::Relaxed);
     crate::UNRECORDED.store(0, Ordering::Relaxed);
     // A new recording: the previous one's leftovers are dropped, every thread starts over.
@@ -279,12 +158,34 @@ fn arm(output: &std::path::Path, max_frames: u32) -> i32 {
     queue::module_changes(&modules::snapshot());
     ATTACHED.store(true, Ordering::Release);
     crate::STATE.store(crate::ON, Ordering::Release);
-    if targets().is_empty() {
+    if targets::targets(cpu_hz > 0).is_empty() {
         return ATTACH_FAILED;
     }
-    got::patch(targets(), own_base());
+    // The samplers first: a thread the program creates once `pthread_create` is hooked starts
+    // its own, and is then left alone.
+    if cpu_hz > 0 && !cpu::attached::start(cpu_hz, global_real(c"sigaction")) {
+        crate::disable("cannot sample CPU time (SIGPROF)");
+    }
+    hook_new_modules();
     output::ensure_writer();
     ATTACH_OK
+}
+
+/// Hooks the modules loaded since the last look (cheap when none was: one step of
+/// `dl_iterate_phdr`).
+fn hook_new_modules() {
+    got::patch(targets::targets(cpu::enabled()), own_base());
+}
+
+/// The real function `name` for the C stubs of `csrc/lifetime.c` (the exec family): in attach
+/// mode the global scope's definition (`RTLD_NEXT` means nothing from a library in no scope of
+/// the program's), null when preloaded (they then look it up themselves).
+pub fn real_for_c(name: &CStr) -> usize {
+    if attached() {
+        global_real(name)
+    } else {
+        0
+    }
 }
 
 /// The writer thread's round (every 10 ms or sooner) while attached: hooks modules loaded
@@ -294,7 +195,7 @@ pub fn tick(now: u64) -> bool {
     if !crate::trace_open() {
         return false;
     }
-    got::patch(targets(), own_base());
+    hook_new_modules();
     if now.saturating_sub(LAST_LOOK.load(Ordering::Relaxed)) < LOOK_NS {
         return true;
     }
@@ -308,14 +209,18 @@ pub fn tick(now: u64) -> bool {
     false
 }
 
-/// Puts the program's entries back, stops recording, writes the End block and closes the
-/// trace.
+/// Stops the CPU timers, puts the program's entries back, stops recording, writes the last
+/// samples and the End block, gives SIGPROF back and closes the trace.
 fn detach() {
+    let sampling = cpu::enabled();
+    let settled = sampling && cpu::attached::stop();
     got::restore();
-    if crate::STATE.swap(crate::DONE, Ordering::AcqRel) == crate::DONE {
-        return;
+    if crate::STATE.swap(crate::DONE, Ordering::AcqRel) != crate::DONE {
+        output::checkpoint(output::Checkpoint::Exit);
     }
-    output::checkpoint(output::Checkpoint::Exit);
+    if sampling {
+        cpu::attached::finish(settled);
+    }
     output::close();
 }
 
@@ -325,5 +230,6 @@ fn detach() {
 pub fn stop_in_child() {
     crate::STATE.store(crate::DONE, Ordering::Release);
     got::restore();
+    cpu::attached::stop_in_child();
     output::close_in_child(tls::slot().thread as usize);
 }

@@ -16,10 +16,15 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use heaplens_trace::record::{Sample, SampleRecord};
 
 use crate::{procinfo, tls, unwind};
+
+// The CPU-only monitor never attaches.
+#[cfg_attr(feature = "cpu_monitor", allow(dead_code))]
+pub mod attached;
 
 /// The signal the timers send.
 pub const SIGNAL: i32 = libc::SIGPROF;
@@ -114,11 +119,32 @@ pub struct Sampler {
     timer: libc::timer_t,
     /// Set when the thread ended: no sample comes any more.
     ended: AtomicBool,
+    /// Made for a thread that was running when the monitor attached (see [`attached`]), not
+    /// on the thread itself: its stack bounds are found per sample, unless known (the main
+    /// thread's).
+    adopted: bool,
 }
 
 /// Every sampled thread's [`Sampler`] (0: a free place). The ring is single-producer (the
 /// thread's handler) single-consumer (the writer, under the stack trie's lock).
 static SAMPLERS: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(0) }; MAX_THREADS];
+
+/// The thread id of each place of [`SAMPLERS`] (0: none), set once the sampler is in place and
+/// cleared before it is freed: a signal handler finds its thread's sampler by it without
+/// reading another thread's sampler, which the writer may be freeing.
+static TIDS: [AtomicU32; MAX_THREADS] = [const { AtomicU32::new(0) }; MAX_THREADS];
+
+/// Samplers are made one at a time (a thread starting, the attach adopting the running ones),
+/// so that a thread never gets two.
+static CREATE: Mutex<()> = Mutex::new(());
+
+/// The sampling generation: each attach with `--cpu` starts a new one, and a thread's slot
+/// holding a sampler of an earlier one (freed at its detach) looks its sampler up again.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Handlers taking a sample right now, all threads (a detach waits for none before it frees
+/// the samplers).
+static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
 
 /// The key whose destructor stops an ending thread's timer (any way it ends: return,
 /// `pthread_exit`, cancellation).
@@ -150,31 +176,59 @@ pub fn unsampled_threads() -> u64 {
 /// to [`on_signal`] (`crash::take_over_sigprof`). Returns false, with sampling off, if the
 /// thread-exit key could not be made.
 pub fn start(hz: u32) -> bool {
+    if !enable(hz) {
+        return false;
+    }
+    start_thread();
+    true
+}
+
+/// Turns sampling on at `hz` samples per CPU second (at most 100 000), starting no timer: the
+/// thread-exit key (made once), the monitor's own code. False, with sampling off, if the key
+/// could not be made.
+fn enable(hz: u32) -> bool {
     if hz == 0 {
         return false;
     }
-    HZ.store(hz.min(100_000), Ordering::Relaxed);
-    let mut key: libc::pthread_key_t = 0;
-    // SAFETY: a key with a destructor of the right signature.
-    if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } != 0 {
-        HZ.store(0, Ordering::Relaxed);
-        return false;
+    if KEY.load(Ordering::Relaxed) == u32::MAX {
+        let mut key: libc::pthread_key_t = 0;
+        // SAFETY: a key with a destructor of the right signature.
+        if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } != 0 {
+            return false;
+        }
+        KEY.store(key, Ordering::Relaxed);
     }
-    KEY.store(key, Ordering::Relaxed);
+    HZ.store(hz.min(100_000), Ordering::Relaxed);
     find_own_text();
-    start_thread();
     true
 }
 
 /// Starts sampling the calling thread: its sampler, then a timer on its CPU-time clock. Runs
 /// outside any signal handler (it allocates).
 pub fn start_thread() {
-    if !enabled() || !tls::slot().cpu.is_null() {
+    let slot = tls::slot();
+    let generation = GENERATION.load(Ordering::Acquire);
+    if !enabled() || (!slot.cpu.is_null() && slot.cpu_gen == generation) {
         return;
     }
     let tid = procinfo::gettid();
-    let period = period_ns() as i64;
-    // SAFETY: a sigevent for this thread and a timer on its own CPU clock, filled in here.
+    let Ok(_one) = CREATE.lock() else { return };
+    // A sampler with this thread's id is an adopted one (made for this very thread by an
+    // attach that came while it started), or a thread's that ended unseen: this one's wins.
+    retire(tid);
+    let Some(s) = make(tid, libc::CLOCK_THREAD_CPUTIME_ID, procinfo::thread_stack(), false) else { return };
+    slot.cpu = s.cast();
+    slot.cpu_gen = generation;
+    // SAFETY: the key made by `enable`; the sampler just made.
+    unsafe { libc::pthread_setspecific(KEY.load(Ordering::Relaxed), s.cast()) };
+    arm(s);
+}
+
+/// Makes the sampler of thread `tid`, its timer on `clock` (disarmed) and puts it in a free
+/// place of [`SAMPLERS`]; `None` (counted as an unsampled thread) when there is no timer or
+/// no place. Call under [`CREATE`].
+fn make(tid: u32, clock: libc::clockid_t, stack: Range<u64>, adopted: bool) -> Option<*mut Sampler> {
+    // SAFETY: a sigevent for thread `tid` (of this process) and a timer on `clock`.
     let timer = unsafe {
         let mut sev: libc::sigevent = std::mem::zeroed();
         sev.sigev_notify = libc::SIGEV_THREAD_ID;
@@ -182,45 +236,74 @@ pub fn start_thread() {
         sev.sigev_notify_thread_id = tid as i32;
         sev.sigev_value.sival_ptr = MAGIC as *mut libc::c_void;
         let mut timer: libc::timer_t = std::mem::zeroed();
-        if libc::timer_create(libc::CLOCK_THREAD_CPUTIME_ID, &mut sev, &mut timer) != 0 {
+        if libc::timer_create(clock, &mut sev, &mut timer) != 0 {
             UNSAMPLED.fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         }
         timer
     };
     let s = Box::into_raw(Box::new(Sampler {
         tid,
-        stack: procinfo::thread_stack(),
+        stack,
         cache: Box::default(),
         ring: vec![0; RING_WORDS].into_boxed_slice(),
         head: AtomicUsize::new(0),
         tail: AtomicUsize::new(0),
         timer,
         ended: AtomicBool::new(false),
+        adopted,
     }));
-    let placed =
-        SAMPLERS.iter().any(|p| p.compare_exchange(0, s as usize, Ordering::AcqRel, Ordering::Relaxed).is_ok());
-    if !placed {
+    let place =
+        SAMPLERS.iter().position(|p| p.compare_exchange(0, s as usize, Ordering::AcqRel, Ordering::Relaxed).is_ok());
+    let Some(i) = place else {
         UNSAMPLED.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the timer and box made above, never shared.
         unsafe {
             libc::timer_delete(timer);
             drop(Box::from_raw(s));
         }
-        return;
-    }
-    tls::slot().cpu = s.cast();
-    // SAFETY: the key made at start; a timer this thread owns.
-    unsafe {
-        libc::pthread_setspecific(KEY.load(Ordering::Relaxed), s.cast());
-        let ts = libc::timespec { tv_sec: period / 1_000_000_000, tv_nsec: period % 1_000_000_000 };
-        let spec = libc::itimerspec { it_interval: ts, it_value: ts };
-        libc::timer_settime(timer, 0, &spec, std::ptr::null_mut());
+        return None;
+    };
+    TIDS[i].store(tid, Ordering::Release);
+    Some(s)
+}
+
+/// Starts the timer of sampler `s`: every [`period_ns`] of its thread's CPU time.
+fn arm(s: *mut Sampler) {
+    let period = period_ns() as i64;
+    let ts = libc::timespec { tv_sec: period / 1_000_000_000, tv_nsec: period % 1_000_000_000 };
+    let spec = libc::itimerspec { it_interval: ts, it_value: ts };
+    // SAFETY: a sampler in place (freed only by the writer once ended), and its timer.
+    unsafe { libc::timer_settime((*s).timer, 0, &spec, std::ptr::null_mut()) };
+}
+
+/// The place of thread `tid`'s sampler in [`SAMPLERS`], if it has one.
+fn place_of(tid: u32) -> Option<usize> {
+    (0..MAX_THREADS).find(|&i| TIDS[i].load(Ordering::Acquire) == tid && SAMPLERS[i].load(Ordering::Acquire) != 0)
+}
+
+/// Stops the timer of thread `tid`'s sampler, if it has one, and leaves it to the writer to
+/// free once drained. Call under [`CREATE`].
+fn retire(tid: u32) {
+    if let Some(i) = place_of(tid) {
+        TIDS[i].store(0, Ordering::Release);
+        // SAFETY: in place until the writer frees it, which it does only once ended.
+        let s = unsafe { &*(SAMPLERS[i].load(Ordering::Acquire) as *const Sampler) };
+        // SAFETY: the sampler's own timer.
+        unsafe { libc::timer_delete(s.timer) };
+        s.ended.store(true, Ordering::Release);
     }
 }
 
-/// The thread is ending: its timer goes, its last samples are still written.
+/// The thread is ending: its timer goes, its last samples are still written. `p` may be a
+/// sampler of an earlier attach (the key's value outlives it), then freed: it is acted on only
+/// while in place as this thread's.
 unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
+    let tid = procinfo::gettid();
+    let Some(i) = place_of(tid) else { return };
+    if SAMPLERS[i].load(Ordering::Acquire) != p as usize {
+        return;
+    }
     let s = &*(p as *const Sampler);
     tls::slot().cpu = std::ptr::null_mut();
     libc::timer_delete(s.timer);
@@ -233,11 +316,17 @@ pub fn after_fork_child() {
     if !enabled() {
         return;
     }
-    for p in &SAMPLERS {
+    forget_all();
+    start_thread();
+}
+
+/// Forgets every sampler without freeing it (in a forked child: they are the parent's threads').
+fn forget_all() {
+    for (p, t) in SAMPLERS.iter().zip(&TIDS) {
+        t.store(0, Ordering::Relaxed);
         p.store(0, Ordering::Relaxed);
     }
     tls::slot().cpu = std::ptr::null_mut();
-    start_thread();
 }
 
 /// The SIGPROF handler's first step (from `crash`): true if the signal was one of the
@@ -257,11 +346,13 @@ pub unsafe fn on_signal(info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> b
         if std::ptr::read_unaligned((info as *const u8).add(24) as *const u64) != MAGIC {
             return false;
         }
+        IN_HANDLER.fetch_add(1, Ordering::AcqRel);
+        let _busy = InHandler;
         let _timed = Timed(procinfo::now_ns());
         let overrun = std::ptr::read_unaligned((info as *const u8).add(20) as *const i32);
         let errno = *libc::__errno_location();
         let slot = tls::slot();
-        let s = slot.cpu as *mut Sampler;
+        let s = own_sampler(slot);
         if s.is_null() {
             return true;
         }
@@ -277,12 +368,40 @@ pub unsafe fn on_signal(info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> b
         slot.guard = 1;
         let mut frames = [0u64; MAX_FRAMES];
         let s = &mut *s;
-        let n = unwind::sample(&mut s.cache, &s.stack, ip, sp, bp, &mut frames);
+        let stack =
+            if s.adopted && s.stack.is_empty() { procinfo::stack_below_thread_pointer(sp) } else { s.stack.clone() };
+        let n = unwind::sample(&mut s.cache, &stack, ip, sp, bp, &mut frames);
         s.push(procinfo::now_ticks(), 1 + overrun.max(0) as u64, &frames[..n]);
         slot.guard = 0;
         *libc::__errno_location() = errno;
         true
     }
+}
+
+/// Counts the handler out of [`IN_HANDLER`] however it returns.
+struct InHandler;
+
+impl Drop for InHandler {
+    fn drop(&mut self) {
+        IN_HANDLER.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The calling thread's sampler (null: none, or sampling is off): its slot's, when of the
+/// current generation, else found by thread id (an adopted thread's first sample, or the first
+/// after another attach) and noted in the slot. Async-signal-safe.
+fn own_sampler(slot: &mut tls::Tls) -> *mut Sampler {
+    if !enabled() {
+        return std::ptr::null_mut();
+    }
+    let generation = GENERATION.load(Ordering::Acquire);
+    if !slot.cpu.is_null() && slot.cpu_gen == generation {
+        return slot.cpu.cast();
+    }
+    let Some(i) = place_of(procinfo::gettid()) else { return std::ptr::null_mut() };
+    slot.cpu = SAMPLERS[i].load(Ordering::Acquire) as *mut libc::c_void;
+    slot.cpu_gen = generation;
+    slot.cpu.cast()
 }
 
 impl Sampler {
@@ -332,7 +451,7 @@ impl Sampler {
 pub fn drain(intern: &mut dyn FnMut(&[u64]) -> u32) -> Vec<SampleRecord> {
     let period_ns = period_ns();
     let mut out = Vec::new();
-    for place in &SAMPLERS {
+    for (i, place) in SAMPLERS.iter().enumerate() {
         let p = place.load(Ordering::Acquire);
         if p == 0 {
             continue;
@@ -349,6 +468,7 @@ pub fn drain(intern: &mut dyn FnMut(&[u64]) -> u32) -> Vec<SampleRecord> {
             out.push(rec);
         }
         if ended {
+            TIDS[i].store(0, Ordering::Release);
             place.store(0, Ordering::Release);
             // SAFETY: the thread ended (no handler runs for it) and its place is cleared.
             drop(unsafe { Box::from_raw(p as *mut Sampler) });
@@ -372,6 +492,7 @@ mod tests {
             // SAFETY: never armed nor deleted in these tests.
             timer: unsafe { std::mem::zeroed() },
             ended: AtomicBool::new(false),
+            adopted: false,
         }
     }
 

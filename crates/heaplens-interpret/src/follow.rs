@@ -1,0 +1,254 @@
+//! Following a trace while it is written (`heaplens live`): each [`Follow::advance`] reads only
+//! the blocks appended since the last one, and replays their events into a [`View`] through
+//! the same pairing as [`crate::view::replay`], keeping the live blocks, the merge's state and
+//! the trace read so far (process, modules, stack trie, threads) from call to call.
+//!
+//! A block still being written at the end of the file is left for the next call, which reads
+//! it again from its start. Threads' blocks reach the file in no set order, so the events are
+//! merged by time with the streaming merger ([`Merger::push`]), and replayed up to a window
+//! behind the newest time the file vouches for, all of them once the trace is sealed. That
+//! time is the newest block's first event's, or the newest Clock record's: the monitor's writer
+//! writes one every 50 ms, and every thread's events within its 10 ms sweep, so an idle
+//! program's last events are shown within the window. A block older than what was replayed anyway
+//! makes the follower start over from the start of the file ([`Step::Restarted`]): the view's
+//! numbers are then those of a replay of the whole trace, never a mix.
+
+use std::collections::HashMap;
+use std::io::{BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use heaplens_trace::{ClockSync, Event, TimeSource, TraceReader};
+
+use crate::decode::ahead::{Ahead, Slot};
+use crate::live::LiveBlocks;
+use crate::load::{LoadError, Sink, Trace};
+use crate::merge::{Consumer, Merger};
+use crate::progress::Progress;
+use crate::view::{Block, Lifetimes, View};
+
+/// How far behind the newest block the replay stays while blocks keep coming, in nanoseconds:
+/// a thread's events reach the file within the monitor's sweep (10 ms).
+const WINDOW_NS: u64 = 200_000_000;
+
+/// What an [`Follow::advance`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The view got the events up to where the replay stands now.
+    Advanced,
+    /// A block broke the time order the replay had assumed: the follower starts over from the
+    /// start of the file, and the caller must give the next [`Follow::advance`] a fresh view.
+    Restarted,
+}
+
+/// A trace followed while it is written.
+pub struct Follow {
+    path: PathBuf,
+    /// Where the next block starts (0: the file header is not read yet).
+    offset: u64,
+    trace: Trace,
+    syncs: Vec<ClockSync>,
+    merger: Merger<'static>,
+    /// Stream of each thread id, and thread id of each stream (in order of first block).
+    streams: HashMap<u32, u32>,
+    tids: Vec<u32>,
+    live: LiveBlocks<Block>,
+    /// The largest (timestamp, stream) replayed, and whether anything was.
+    max_key: (u64, u32),
+    replayed: bool,
+    /// The newest time the file vouches for (a payload's first event, a Clock record), in the
+    /// trace's units.
+    newest: u64,
+    /// Bytes of the file read so far, over every call.
+    read: u64,
+    /// Times the replay started over.
+    restarts: u64,
+}
+
+impl Follow {
+    /// Follows the trace at `path` (which need not exist yet).
+    pub fn new(path: &Path) -> Follow {
+        Follow {
+            path: path.to_path_buf(),
+            offset: 0,
+            trace: Trace { path: path.to_path_buf(), ..Trace::default() },
+            syncs: Vec::new(),
+            merger: Merger::streaming(Arc::new(Ahead::default())),
+            streams: HashMap::new(),
+            tids: Vec::new(),
+            live: LiveBlocks::default(),
+            max_key: (0, 0),
+            replayed: false,
+            newest: 0,
+            read: 0,
+            restarts: 0,
+        }
+    }
+
+    /// The trace as read so far (its events aside). Its health counts the blocks read and the
+    /// damage met; `truncated_at` is where a block still being written starts.
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// Bytes of the file read so far, over every call (a block cut short is read again in
+    /// full by the call that finds it complete).
+    pub fn bytes_read(&self) -> u64 {
+        self.read
+    }
+
+    /// Times the replay started over from the start of the file ([`Step::Restarted`]).
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// The blocks live where the replay stands (in no particular order).
+    pub fn live(&self) -> impl Iterator<Item = &Block> {
+        self.live.values()
+    }
+
+    /// Reads the blocks appended since the last call and replays their events into `view`,
+    /// which must be the view every earlier call got since the last [`Step::Restarted`].
+    ///
+    /// # Errors
+    /// [`LoadError`] when the file cannot be read or is not (yet) a heaplens trace, and
+    /// [`LoadError::NoEvents`] for a trace recorded with `--aggregate`; the next call tries
+    /// again.
+    pub fn advance(&mut self, view: &mut dyn View) -> Result<Step, LoadError> {
+        let got = self.read()?;
+        if self.trace.aggregate.is_some() {
+            return Err(LoadError::NoEvents { path: self.path.clone() });
+        }
+        if !got.in_order {
+            let (read, restarts) = (self.read, self.restarts + 1);
+            *self = Follow { read, restarts, ..Follow::new(&self.path) };
+            return Ok(Step::Restarted);
+        }
+        // Even a single thread's events wait for the window: another thread's first block may
+        // still come with older events (a restart costs reading the whole file again).
+        let all = self.trace.health.end_seen;
+        let horizon = if all { u64::MAX } else { self.newest.saturating_sub(self.window()) };
+        let bar = Progress::bytes(false, 0, "");
+        let mut l = Lifetimes::new(view, self.trace.clock, self.tids.clone(), &bar, None);
+        l.live = std::mem::take(&mut self.live);
+        let mut tracked = Tracked { inner: l, stream: 0, max_key: self.max_key, replayed: self.replayed };
+        self.merger.run(&mut tracked, horizon);
+        self.live = std::mem::take(&mut tracked.inner.live);
+        (self.max_key, self.replayed) = (tracked.max_key, tracked.replayed);
+        self.trace.health.malformed_blocks = self.merger.malformed();
+        Ok(Step::Advanced)
+    }
+
+    /// [`WINDOW_NS`] in the trace's time units (TSC ticks are scaled by the clock records).
+    fn window(&self) -> u64 {
+        let source = self.trace.process.as_ref().map(|p| p.time_source).unwrap_or_default();
+        let (Some(first), Some(last)) =
+            (self.syncs.iter().min_by_key(|c| c.ticks), self.syncs.iter().max_by_key(|c| c.ticks))
+        else {
+            return WINDOW_NS;
+        };
+        match source {
+            TimeSource::Tsc if last.mono_ns > first.mono_ns => {
+                let per_ns = (last.ticks - first.ticks) as f64 / (last.mono_ns - first.mono_ns) as f64;
+                (WINDOW_NS as f64 * per_ns) as u64
+            }
+            _ => WINDOW_NS,
+        }
+    }
+
+    /// Reads the blocks appended since the last call into the trace and the merger.
+    fn read(&mut self) -> Result<Got, LoadError> {
+        let io = |reason| LoadError::Io { path: self.path.clone(), reason };
+        let mut file = heaplens_trace::open_regular(&self.path).map_err(io)?;
+        let mut reader = if self.offset == 0 {
+            TraceReader::new(BufReader::new(file))
+                .map_err(|reason| LoadError::Open { path: self.path.clone(), reason })?
+        } else {
+            file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
+            TraceReader::at_block(BufReader::new(file), self.offset)
+        };
+        let mut sink = Feed {
+            merger: &mut self.merger,
+            streams: &mut self.streams,
+            tids: &mut self.tids,
+            max_key: self.max_key,
+            replayed: self.replayed,
+            newest: &mut self.newest,
+            got: Got { in_order: true },
+        };
+        self.trace.read_more(&mut reader, None, &mut sink, &mut self.syncs).map_err(io)?;
+        let got = sink.got;
+        let st = reader.status();
+        let h = &mut self.trace.health;
+        h.blocks += st.blocks;
+        h.corrupt_blocks += st.corrupt_blocks;
+        h.truncated_at = st.truncated_at;
+        // A block still being written is read again, whole, next time.
+        let end = st.truncated_at.unwrap_or(st.offset);
+        self.read += end.saturating_sub(self.offset);
+        self.offset = end;
+        Ok(got)
+    }
+}
+
+/// What one read brought.
+#[derive(Clone, Copy)]
+struct Got {
+    /// No block came older than what was replayed.
+    in_order: bool,
+}
+
+/// Hands each Events payload read to the streaming merger.
+struct Feed<'a> {
+    merger: &'a mut Merger<'static>,
+    streams: &'a mut HashMap<u32, u32>,
+    tids: &'a mut Vec<u32>,
+    max_key: (u64, u32),
+    replayed: bool,
+    newest: &'a mut u64,
+    got: Got,
+}
+
+impl Sink for Feed<'_> {
+    fn clock(&mut self, c: ClockSync) {
+        *self.newest = (*self.newest).max(c.ticks);
+    }
+
+    fn events(&mut self, _t: &mut Trace, tid: u32, payload: Vec<u8>, _offset: u64) {
+        if let Some(ts) = crate::decode::payload::first_ts(&payload) {
+            *self.newest = (*self.newest).max(ts);
+        }
+        let n = self.streams.len() as u32;
+        let i = *self.streams.entry(tid).or_insert(n);
+        if i == n {
+            self.tids.push(tid);
+        }
+        self.got.in_order &= self.merger.push(i, Slot::new(payload), self.max_key, self.replayed);
+    }
+}
+
+/// The pairing of [`crate::view::replay`], noting the largest (timestamp, stream) replayed
+/// (what a block arriving later must not be older than).
+struct Tracked<'v> {
+    inner: Lifetimes<'v>,
+    stream: u32,
+    max_key: (u64, u32),
+    replayed: bool,
+}
+
+impl Consumer for Tracked<'_> {
+    fn begin_run(&mut self, stream: u32, first_ts: u64) -> u64 {
+        self.stream = stream;
+        self.inner.begin_run(stream, first_ts)
+    }
+
+    fn event(&mut self, e: &Event, last: &mut u64) {
+        self.max_key = self.max_key.max((e.ts, self.stream));
+        self.replayed = true;
+        self.inner.event(e, last);
+    }
+
+    fn end_run(&mut self, stream: u32, last: u64, events: u64, last_ts: u64, max_ts: u64) {
+        self.inner.end_run(stream, last, events, last_ts, max_ts);
+    }
+}
