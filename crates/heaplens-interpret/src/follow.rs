@@ -31,6 +31,12 @@ use crate::view::{Block, Lifetimes, View};
 /// a thread's events reach the file within the monitor's sweep (10 ms).
 const WINDOW_NS: u64 = 200_000_000;
 
+/// A trace not written to for this long has no writer any more (a live monitor's writer adds a
+/// Clock record every 50 ms): a program killed, or a trace copied from elsewhere. Its events
+/// are then all replayed, as if it were sealed (if it grows again after all, with older events,
+/// the follower starts over as for any block out of order).
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What an [`Follow::advance`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -126,7 +132,7 @@ impl Follow {
         }
         // Even a single thread's events wait for the window: another thread's first block may
         // still come with older events (a restart costs reading the whole file again).
-        let all = self.trace.health.end_seen;
+        let all = self.trace.health.end_seen || self.settled();
         let horizon = if all { u64::MAX } else { self.newest.saturating_sub(self.window()) };
         let bar = Progress::bytes(false, 0, "");
         let mut l = Lifetimes::new(view, self.trace.clock, self.tids.clone(), &bar, None);
@@ -137,6 +143,16 @@ impl Follow {
         (self.max_key, self.replayed) = (tracked.max_key, tracked.replayed);
         self.trace.health.malformed_blocks = self.merger.malformed();
         Ok(Step::Advanced)
+    }
+
+    /// Whether the file has not been written to for [`SETTLED`] (by its modification time), so
+    /// that no more events are coming: all of them are replayed, the trace sealed or not.
+    pub fn settled(&self) -> bool {
+        std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= SETTLED)
     }
 
     /// [`WINDOW_NS`] in the trace's time units (TSC ticks are scaled by the clock records).

@@ -123,7 +123,7 @@ pub struct Follower {
     /// such as one sorted again at once).
     basis: Option<Previous>,
     /// The file's length at the last round that read it, and the screen then.
-    last: Option<(u64, Screen)>,
+    last: Option<(u64, bool, Screen)>,
     screen: Screen,
 }
 
@@ -176,8 +176,11 @@ impl Follower {
     /// so; the next round tries again.
     pub fn refresh(&mut self) -> &mut Screen {
         let len = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
-        if let Some((l, s)) = &self.last {
-            if *l == len {
+        // A trace that stopped growing unsealed (its writer gone) is replayed to its end once
+        // it has settled: a round then, though its length did not change.
+        let settled = self.follow.settled();
+        if let Some((l, was_settled, s)) = &self.last {
+            if *l == len && *was_settled == settled {
                 self.screen = s.clone();
                 return &mut self.screen;
             }
@@ -205,7 +208,7 @@ impl Follower {
             },
         };
         if self.screen.note.is_none() {
-            self.last = Some((len, self.screen.clone()));
+            self.last = Some((len, settled, self.screen.clone()));
         }
         &mut self.screen
     }

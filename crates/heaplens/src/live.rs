@@ -41,6 +41,10 @@ pub fn execute(a: &LiveArgs) -> Result<()> {
         Some(pid) => crate::snapshot::trace_of(pid)?,
         None => a.target.clone(),
     };
-    // A trace not there yet (the program is starting) is waited for, screen after screen.
+    // A trace not there yet (the program is starting) is waited for, screen after screen; a
+    // FIFO, a directory or a device never becomes one.
+    if let Ok(m) = std::fs::metadata(&trace) {
+        anyhow::ensure!(m.is_file(), "{} is not a regular file (a trace is one)", trace.display());
+    }
     show(&trace, &a.screens, &options(a), None, &mut std::io::stdout().lock())
 }

@@ -1,7 +1,7 @@
 //! Every view survives a damaged trace in bounded time and memory (issue 28, items 4 and 5):
 //! `report` (text, JSON, `--cxx`, `--lifetimes`), `map` (PNG and SVG), `timeline`, `view` and
-//! every export format, `diff` (text, JSON), the differential flame graph (`export --base`) and
-//! `check`, each run under a data limit of 512 MiB (`RLIMIT_DATA`: the heap and
+//! every export format, `diff` (text, JSON), the differential flame graph (`export --base`),
+//! `check` and one screen of `live`, each run under a data limit of 512 MiB (`RLIMIT_DATA`: the heap and
 //! every private writable mapping, where an address-space limit would count the threads'
 //! stacks and malloc's arena reservations) and killed after 30 s. Each must end with exit 0, or
 //! a non-zero exit and a `heaplens: error:` line (or `check`'s verdict, exit 1); never a panic,
@@ -32,7 +32,7 @@ const DATA_LIMIT: u64 = 512 << 20;
 /// The time a command may take on a trace under 1 MB.
 const TIME_LIMIT: Duration = Duration::from_secs(30);
 
-/// Mutated traces the fuzz test tries, each through every command (19): about a minute in a
+/// Mutated traces the fuzz test tries, each through every command (20): about a minute in a
 /// debug build on two busy processors.
 const MUTATIONS: usize = 120;
 
@@ -75,6 +75,7 @@ fn commands(trace: &Path, out: &Path) -> Vec<(String, Vec<OsString>)> {
             o("diff.svg"),
         ],
     ));
+    v.push(("live".into(), vec!["live".into(), t.into(), "--plain".into(), "--frames".into(), "1".into()]));
     v.push((
         "check".into(),
         vec![

@@ -188,3 +188,29 @@ fn run_live_plain_prints_the_screens_beside_the_program() {
     );
     assert!(trace.exists(), "the trace is written as without --live");
 }
+
+/// A trace left unsealed by a writer that is gone (its End block missing, the file untouched
+/// for 10 s) is shown to its last event, as the report shows it; while the file is fresh its
+/// last 200 ms wait for blocks that may still come.
+#[test]
+fn an_unsealed_trace_no_longer_written_is_shown_to_its_end() {
+    use heaplens_trace::BlockKind;
+    let dir = WorkDir::new("live-settled");
+    let sealed = traced_sites(&dir);
+    let blocks: Vec<_> =
+        common::damage::trace_blocks(&sealed).into_iter().filter(|(k, _)| *k != BlockKind::End).collect();
+    let trace = dir.join("unsealed.hltrace");
+    common::damage::write_raw(&trace, &blocks);
+    let live = |trace: &std::path::Path| {
+        let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain", "--frames", "1"]).ok("live");
+        row_of(&out.stdout, "call sites, by bytes in use now", "keep_big")
+    };
+    let fresh = live(&trace);
+    assert!(fresh.is_none(), "a fresh unsealed trace's last 200 ms are held back: {fresh:?}");
+    let old = std::time::SystemTime::now() - Duration::from_secs(10);
+    std::fs::File::options().write(true).open(&trace).unwrap().set_modified(old).unwrap();
+    let big = live(&trace).expect("keep_big once the trace has settled");
+    assert_eq!((&big[0][..], &big[1][..], &big[2][..]), ("976.6", "KiB", "10"), "{big:?}");
+    let v = report(&dir, &trace);
+    assert_eq!(u(&v, "summary/leaked_bytes"), 1_000_000, "the report agrees");
+}
