@@ -121,11 +121,11 @@ impl Follow {
     /// [`LoadError::NoEvents`] for a trace recorded with `--aggregate`; the next call tries
     /// again.
     pub fn advance(&mut self, view: &mut dyn View) -> Result<Step, LoadError> {
-        let got = self.read()?;
+        let in_order = self.read()?;
         if self.trace.aggregate.is_some() {
             return Err(LoadError::NoEvents { path: self.path.clone() });
         }
-        if !got.in_order {
+        if !in_order {
             let (read, restarts) = (self.read, self.restarts + 1);
             *self = Follow { read, restarts, ..Follow::new(&self.path) };
             return Ok(Step::Restarted);
@@ -137,7 +137,7 @@ impl Follow {
         let bar = Progress::bytes(false, 0, "");
         let mut l = Lifetimes::new(view, self.trace.clock, self.tids.clone(), &bar, None);
         l.live = std::mem::take(&mut self.live);
-        let mut tracked = Tracked { inner: l, stream: 0, max_key: self.max_key, replayed: self.replayed };
+        let mut tracked = Tracked { inner: l, max_key: self.max_key, replayed: self.replayed };
         self.merger.run(&mut tracked, horizon);
         self.live = std::mem::take(&mut tracked.inner.live);
         (self.max_key, self.replayed) = (tracked.max_key, tracked.replayed);
@@ -173,7 +173,8 @@ impl Follow {
     }
 
     /// Reads the blocks appended since the last call into the trace and the merger.
-    fn read(&mut self) -> Result<Got, LoadError> {
+    /// Returns whether every block came no older than what was replayed.
+    fn read(&mut self) -> Result<bool, LoadError> {
         let io = |reason| LoadError::Io { path: self.path.clone(), reason };
         let mut file = heaplens_trace::open_regular(&self.path).map_err(io)?;
         let mut reader = if self.offset == 0 {
@@ -190,10 +191,10 @@ impl Follow {
             max_key: self.max_key,
             replayed: self.replayed,
             newest: &mut self.newest,
-            got: Got { in_order: true },
+            in_order: true,
         };
         self.trace.read_more(&mut reader, None, &mut sink, &mut self.syncs).map_err(io)?;
-        let got = sink.got;
+        let in_order = sink.in_order;
         let st = reader.status();
         let h = &mut self.trace.health;
         h.blocks += st.blocks;
@@ -203,15 +204,8 @@ impl Follow {
         let end = st.truncated_at.unwrap_or(st.offset);
         self.read += end.saturating_sub(self.offset);
         self.offset = end;
-        Ok(got)
+        Ok(in_order)
     }
-}
-
-/// What one read brought.
-#[derive(Clone, Copy)]
-struct Got {
-    /// No block came older than what was replayed.
-    in_order: bool,
 }
 
 /// Hands each Events payload read to the streaming merger.
@@ -222,7 +216,8 @@ struct Feed<'a> {
     max_key: (u64, u32),
     replayed: bool,
     newest: &'a mut u64,
-    got: Got,
+    /// No block came older than what was replayed.
+    in_order: bool,
 }
 
 impl Sink for Feed<'_> {
@@ -239,7 +234,7 @@ impl Sink for Feed<'_> {
         if i == n {
             self.tids.push(tid);
         }
-        self.got.in_order &= self.merger.push(i, Slot::new(payload), self.max_key, self.replayed);
+        self.in_order &= self.merger.push(i, Slot::new(payload), self.max_key, self.replayed);
     }
 }
 
@@ -247,24 +242,25 @@ impl Sink for Feed<'_> {
 /// (what a block arriving later must not be older than).
 struct Tracked<'v> {
     inner: Lifetimes<'v>,
-    stream: u32,
     max_key: (u64, u32),
     replayed: bool,
 }
 
 impl Consumer for Tracked<'_> {
     fn begin_run(&mut self, stream: u32, first_ts: u64) -> u64 {
-        self.stream = stream;
         self.inner.begin_run(stream, first_ts)
     }
 
     fn event(&mut self, e: &Event, last: &mut u64) {
-        self.max_key = self.max_key.max((e.ts, self.stream));
-        self.replayed = true;
         self.inner.event(e, last);
     }
 
+    /// A run's latest event is its largest key (the report's replay notes it the same way).
     fn end_run(&mut self, stream: u32, last: u64, events: u64, last_ts: u64, max_ts: u64) {
+        if events > 0 {
+            self.max_key = self.max_key.max((max_ts, stream));
+            self.replayed = true;
+        }
         self.inner.end_run(stream, last, events, last_ts, max_ts);
     }
 }

@@ -111,9 +111,18 @@ type Previous = (u64, u64, HashMap<u32, (u64, u64)>);
 
 /// Follows one trace: each [`Follower::refresh`] reads what it gained since the last one.
 pub struct Follower {
+    follow: Follow,
+    rounds: Rounds,
+    /// The file's length at the last round that read it, whether it had settled, and the
+    /// screen then.
+    last: Option<(u64, bool, Screen)>,
+    screen: Screen,
+}
+
+/// What the screens are made from, apart from the trace being followed.
+struct Rounds {
     path: PathBuf,
     options: Options,
-    follow: Follow,
     tally: Tally,
     /// Site name by stack id (stack ids are stable within a trace).
     names: HashMap<u32, String>,
@@ -122,9 +131,6 @@ pub struct Follower {
     /// What the last screen's rates were counted from (kept for a screen with nothing new,
     /// such as one sorted again at once).
     basis: Option<Previous>,
-    /// The file's length at the last round that read it, and the screen then.
-    last: Option<(u64, bool, Screen)>,
-    screen: Screen,
 }
 
 impl Follower {
@@ -132,12 +138,14 @@ impl Follower {
     pub fn new(path: PathBuf, options: Options) -> Self {
         Follower {
             follow: Follow::new(&path),
-            tally: Tally::new(options.old_after_ns),
-            path,
-            options,
-            names: HashMap::new(),
-            previous: None,
-            basis: None,
+            rounds: Rounds {
+                tally: Tally::new(options.old_after_ns),
+                path,
+                options,
+                names: HashMap::new(),
+                previous: None,
+                basis: None,
+            },
             last: None,
             screen: Screen::default(),
         }
@@ -145,18 +153,18 @@ impl Follower {
 
     /// The call sites' order from now on (the screen shows it from the next refresh).
     pub fn set_sort(&mut self, sort: Sort) {
-        self.options.sort = sort;
+        self.rounds.options.sort = sort;
         self.last = None;
     }
 
     /// The order of the call sites now.
     pub fn sort(&self) -> Sort {
-        self.options.sort
+        self.rounds.options.sort
     }
 
     /// The tally of the events replayed so far (for checking it against a report).
     pub fn tally(&self) -> &Tally {
-        &self.tally
+        &self.rounds.tally
     }
 
     /// Times the replay had to start over from the start of the trace (a block came older
@@ -175,7 +183,7 @@ impl Follower {
     /// change) and returns the screen. A trace that cannot be read yet gives a screen saying
     /// so; the next round tries again.
     pub fn refresh(&mut self) -> &mut Screen {
-        let len = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
+        let len = std::fs::metadata(&self.rounds.path).map(|m| m.len()).unwrap_or(0);
         // A trace that stopped growing unsealed (its writer gone) is replayed to its end once
         // it has settled: a round then, though its length did not change.
         let settled = self.follow.settled();
@@ -185,25 +193,22 @@ impl Follower {
                 return &mut self.screen;
             }
         }
-        let mut step = self.follow.advance(&mut self.tally);
+        let mut step = self.follow.advance(&mut self.rounds.tally);
         if step.as_ref().is_ok_and(|s| *s == Step::Restarted) {
             // A block broke the order the replay assumed: the whole trace again, afresh.
-            self.tally = Tally::new(self.options.old_after_ns);
-            (self.previous, self.basis) = (None, None);
-            step = self.follow.advance(&mut self.tally);
+            self.rounds.tally = Tally::new(self.rounds.options.old_after_ns);
+            (self.rounds.previous, self.rounds.basis) = (None, None);
+            step = self.follow.advance(&mut self.rounds.tally);
         }
         self.screen = match step {
             Ok(_) => {
-                self.tally.mark_old(&mut self.follow.live());
-                let follow = std::mem::replace(&mut self.follow, Follow::new(&self.path));
-                let screen = self.make(follow.trace());
-                self.follow = follow;
-                screen
+                self.rounds.tally.mark_old(&mut self.follow.live());
+                self.rounds.make(self.follow.trace())
             }
             Err(e) => Screen {
-                note: Some(format!("waiting for the trace {}: {}", self.path.display(), e)),
-                old_after_ns: self.options.old_after_ns,
-                sort: self.options.sort,
+                note: Some(format!("waiting for the trace {}: {}", self.rounds.path.display(), e)),
+                old_after_ns: self.rounds.options.old_after_ns,
+                sort: self.rounds.options.sort,
                 ..Screen::default()
             },
         };
@@ -212,7 +217,9 @@ impl Follower {
         }
         &mut self.screen
     }
+}
 
+impl Rounds {
     fn make(&mut self, trace: &Trace) -> Screen {
         let t = &self.tally;
         let top = self.options.top;

@@ -102,18 +102,7 @@ fn joined(names: &[String], sep: &str) -> String {
 
 /// `1.95 MiB`-style size.
 pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
+    heaplens_interpret::units::human_bytes_to(n, 2)
 }
 
 /// `1.234 s` / `12.3 ms` / `45 µs`-style duration.

@@ -7,10 +7,10 @@ use anyhow::{Context, Result};
 
 use crate::{LiveArgs, LiveScreens};
 
-/// The view's settings from the command line.
+/// The view's settings from the command line (the order of the call sites comes with the
+/// screens, see [`show`]).
 pub fn options(a: &LiveArgs) -> heaplens_live::Options {
-    let o = heaplens_live::Options { old_after_ns: a.old.as_nanos() as u64, top: a.top, ..Default::default() };
-    heaplens_live::Options { sort: a.screens.sort, ..o }
+    heaplens_live::Options { old_after_ns: a.old.as_nanos() as u64, top: a.top, ..Default::default() }
 }
 
 /// Shows `trace` as `screens` asks with `options`: `frames` screens as text on `out` with
