@@ -18,18 +18,14 @@ use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use heaplens_trace::{ClockSync, Event, TimeSource, TraceReader};
+use heaplens_trace::{ClockSync, Event, TraceReader};
 
 use crate::decode::ahead::{Ahead, Slot};
 use crate::live::LiveBlocks;
 use crate::load::{LoadError, Sink, Trace};
-use crate::merge::{Consumer, Merger};
+use crate::merge::{Consumer, Merger, WINDOW_NS};
 use crate::progress::Progress;
 use crate::view::{Block, Lifetimes, View};
-
-/// How far behind the newest block the replay stays while blocks keep coming, in nanoseconds:
-/// a thread's events reach the file within the monitor's sweep (10 ms).
-const WINDOW_NS: u64 = 200_000_000;
 
 /// A trace not written to for this long has no writer any more (a live monitor's writer adds a
 /// Clock record every 50 ms): a program killed, or a trace copied from elsewhere. Its events
@@ -158,18 +154,9 @@ impl Follow {
     /// [`WINDOW_NS`] in the trace's time units (TSC ticks are scaled by the clock records).
     fn window(&self) -> u64 {
         let source = self.trace.process.as_ref().map(|p| p.time_source).unwrap_or_default();
-        let (Some(first), Some(last)) =
-            (self.syncs.iter().min_by_key(|c| c.ticks), self.syncs.iter().max_by_key(|c| c.ticks))
-        else {
-            return WINDOW_NS;
-        };
-        match source {
-            TimeSource::Tsc if last.mono_ns > first.mono_ns => {
-                let per_ns = (last.ticks - first.ticks) as f64 / (last.mono_ns - first.mono_ns) as f64;
-                (WINDOW_NS as f64 * per_ns) as u64
-            }
-            _ => WINDOW_NS,
-        }
+        let first = self.syncs.iter().min_by_key(|c| c.ticks).copied();
+        let last = self.syncs.iter().max_by_key(|c| c.ticks).copied();
+        heaplens_trace::clock::ns_in_units(source, first, last, WINDOW_NS).unwrap_or(WINDOW_NS)
     }
 
     /// Reads the blocks appended since the last call into the trace and the merger.

@@ -23,7 +23,7 @@ use crate::tables::{bins, callgraph, direct, leaks, summary, Inputs};
 use heaplens_interpret::decode::ahead::{Ahead, Slot, StopAhead};
 use heaplens_interpret::load::{LoadError, Sink, Trace};
 use heaplens_interpret::merge::ondisk::BlockAt;
-use heaplens_interpret::merge::Merger;
+use heaplens_interpret::merge::{Merger, WINDOW_NS};
 use heaplens_interpret::paths::{resolve_attributed, Attribution, Naming};
 use heaplens_interpret::progress::{Progress, Timing};
 use heaplens_interpret::symbolize::cached::{symbolize_all, CachedSymbolizer, SymMsg, SymProgress};
@@ -347,13 +347,6 @@ impl Sink for PipeSink<'_> {
     }
 }
 
-/// How far behind the newest block read the streaming replay stays once the process has more
-/// than one thread: blocks reach the file within the monitor's sweep period (10 ms) of their
-/// first event, and a thread's full buffer soon after, so a block older than this is not
-/// expected any more. (If one comes anyway, see
-/// [`Streamed`].)
-const WINDOW_NS: f64 = 200e6;
-
 /// The replay as the reader thread delivers the blocks.
 ///
 /// While the only thread seen is the process's main thread, every event is replayed as soon
@@ -519,16 +512,8 @@ fn stream_replay(
         // Events up to a window behind the newest block: a thread's block, even a new thread's
         // first, is written within the monitor's sweep period of its first event, so nothing
         // older can come any more.
-        let window = match source {
-            TimeSource::MonotonicNs => Some(WINDOW_NS),
-            TimeSource::Tsc => match (first_sync, last_sync) {
-                (Some(f), Some(l)) if l.ticks > f.ticks && l.mono_ns > f.mono_ns => {
-                    Some(WINDOW_NS * (l.ticks - f.ticks) as f64 / (l.mono_ns - f.mono_ns) as f64)
-                }
-                _ => None,
-            },
-        };
-        let horizon = window.map(|w| newest.saturating_sub(w as u64));
+        let window = heaplens_trace::clock::ns_in_units(source, first_sync, last_sync, WINDOW_NS);
+        let horizon = window.map(|w| newest.saturating_sub(w));
         if let Some(h) = horizon {
             st.run(&mut s.merger, h);
         }

@@ -92,6 +92,19 @@ impl Default for TimeMap {
     }
 }
 
+/// `ns` nanoseconds in the units of a trace whose events count `source`: as they are for
+/// `CLOCK_MONOTONIC` timestamps, scaled for TSC ticks by the rate between the earliest and the
+/// latest Clock pairs (`first`, `last`); `None` for ticks until two distinct pairs are known.
+pub fn ns_in_units(source: TimeSource, first: Option<ClockSync>, last: Option<ClockSync>, ns: u64) -> Option<u64> {
+    match (source, first, last) {
+        (TimeSource::MonotonicNs, ..) => Some(ns),
+        (TimeSource::Tsc, Some(f), Some(l)) if l.ticks > f.ticks && l.mono_ns > f.mono_ns => {
+            Some((ns as f64 * (l.ticks - f.ticks) as f64 / (l.mono_ns - f.mono_ns) as f64) as u64)
+        }
+        _ => None,
+    }
+}
+
 impl TimeMap {
     /// The map for a trace whose events count `source`, given its Clock pairs in any order.
     /// With fewer than two distinct pairs the rate cannot be measured and 1 ns per tick is

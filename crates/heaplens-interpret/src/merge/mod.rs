@@ -159,6 +159,13 @@ enum Pair {
     Interrupted,
 }
 
+/// How far behind the newest block read a streaming replay stays, in nanoseconds, where blocks
+/// may still come out of time order (threads' blocks reach the file in no set order): the
+/// monitor writes a thread's events within its sweep period (10 ms) of the first, and a full
+/// buffer soon after, so a block older than this is not expected any more. The report's
+/// streaming replay and `heaplens live` (`follow.rs`) both wait this long.
+pub const WINDOW_NS: u64 = 200_000_000;
+
 /// Events of one stream in a row after which [`Merger::run_pair`] leaves the rest of the run to
 /// the general loop. A thread that waits (a main thread joining its one worker) keeps its head
 /// far ahead, and the pair loop, which picks and copies a head per event, then replayed every
