@@ -69,7 +69,7 @@ struct Walk<'a> {
 /// Rewrites the slots of every module not handled yet; returns how many slots it set. Cheap
 /// when no module was loaded since the last call (one `dl_iterate_phdr` step).
 pub fn patch(targets: &[Target], own_base: usize) -> usize {
-    let adds = loader_adds();
+    let adds = crate::modules::loader_adds();
     if LAST_ADDS.swap(adds, std::sync::atomic::Ordering::AcqRel) == adds {
         return 0;
     }
@@ -94,18 +94,6 @@ pub fn restore() -> usize {
     done.modules.clear();
     LAST_ADDS.store(u64::MAX, std::sync::atomic::Ordering::Release);
     restored
-}
-
-/// The loader's count of modules loaded since the process started.
-fn loader_adds() -> u64 {
-    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _: usize, out: *mut c_void) -> c_int {
-        *(out as *mut u64) = (*info).dlpi_adds;
-        1
-    }
-    let mut n = 0u64;
-    // SAFETY: the callback writes one u64 we own.
-    unsafe { libc::dl_iterate_phdr(Some(first), (&mut n as *mut u64).cast()) };
-    n
 }
 
 unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {

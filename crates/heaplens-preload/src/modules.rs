@@ -39,6 +39,19 @@ struct Collect {
     exe: String,
 }
 
+/// The loader's count of modules loaded since the process started (`dlpi_adds`, one
+/// `dl_iterate_phdr` step): it changes when a module is mapped.
+pub fn loader_adds() -> u64 {
+    unsafe extern "C" fn first(info: *mut libc::dl_phdr_info, _: usize, out: *mut libc::c_void) -> libc::c_int {
+        *(out as *mut u64) = (*info).dlpi_adds;
+        1
+    }
+    let mut n = 0u64;
+    // SAFETY: the callback writes one u64 we own.
+    unsafe { libc::dl_iterate_phdr(Some(first), (&mut n as *mut u64).cast()) };
+    n
+}
+
 /// Re-reads the module list and returns what changed since the last call (loads, then
 /// unloads), updating the unwinder when anything did. `ts` stamps the records.
 pub fn refresh(ts: u64) -> Vec<ModuleRecord> {

@@ -530,8 +530,31 @@ pub fn close() {
 /// writer thread.
 pub fn close_in_child(me: usize) {
     close();
+    forget_parent(me);
+}
+
+/// Drops the events and records queued for the writer (they belong to a trace no longer
+/// written here).
+pub fn forget_pending() {
     queue::QUEUE.lock().map(|mut q| q.clear()).ok();
     queue::EXTRA.lock().map(|mut e| e.clear()).ok();
+}
+
+/// Starts the stack trie (and the writer's mirrors of it) over, for a new trace.
+pub fn fresh_trie() {
+    if let Ok(mut t) = intern::TRIE.lock() {
+        *t = Some(intern::Trie::new());
+        if let Ok(mut m) = resolve::MIRRORS.lock() {
+            *m = None;
+        }
+    }
+}
+
+/// In a forked child: forgets the parent's queued data and its other threads (`me` is the
+/// forking thread's state, 0 if it has none; the others do not exist in the child, and their
+/// states are leaked, not touched), and notes that the child has no writer thread.
+fn forget_parent(me: usize) {
+    forget_pending();
     if let Ok(mut r) = thread::REGISTRY.lock() {
         r.retain(|&p| p == me);
         thread::set_live(r.len());
@@ -555,20 +578,8 @@ pub fn restart_in_child(process: &ProcessRecord, me: usize) {
         // The parent's file stays open in the parent; the child's copy of it is just closed.
         *s = None;
     }
-    queue::QUEUE.lock().map(|mut q| q.clear()).ok();
-    queue::EXTRA.lock().map(|mut e| e.clear()).ok();
-    if let Ok(mut t) = intern::TRIE.lock() {
-        *t = Some(intern::Trie::new());
-        if let Ok(mut m) = resolve::MIRRORS.lock() {
-            *m = None;
-        }
-    }
-    if let Ok(mut r) = thread::REGISTRY.lock() {
-        // Other threads do not exist in the child; their states are leaked, not touched.
-        r.retain(|&p| p == me);
-        thread::set_live(r.len());
-    }
-    WRITER_RUNNING.store(false, Ordering::Release);
+    fresh_trie();
+    forget_parent(me);
     if let Ok(mut d) = DEFERRED.lock() {
         *d = Some((naming::with_suffix(&parent_path, process.pid), process.clone()));
     }

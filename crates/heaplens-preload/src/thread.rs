@@ -3,7 +3,6 @@
 //! buffer out under the state's lock ([`OwnerLock`]), which its owner finds free but for those
 //! rare moments.
 
-use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -327,12 +326,8 @@ impl ThreadState {
     #[inline(never)]
     fn start_over(&mut self) {
         self.lock.enter();
-        self.nodes.clear();
-        self.walker.forget();
-        self.agg = Default::default();
         self.deferred = false;
-        self.null_frees.store(0, Ordering::Relaxed);
-        self.begin();
+        self.forget_recording();
         self.generation = GENERATION.load(Ordering::Acquire);
         self.lock.leave();
     }
@@ -341,11 +336,17 @@ impl ThreadState {
     pub fn reset_after_fork(&mut self) {
         self.tid = procinfo::gettid();
         self.lock.reset();
+        EXITED_NULL_FREES.store(0, Ordering::Relaxed);
+        self.forget_recording();
+    }
+
+    /// Drops what belonged to the trace being written before (trie edges, the walker's
+    /// stacks, aggregates, the null-free count) and starts a new buffer.
+    fn forget_recording(&mut self) {
         self.nodes.clear();
         self.walker.forget();
         self.agg = Default::default();
         self.null_frees.store(0, Ordering::Relaxed);
-        EXITED_NULL_FREES.store(0, Ordering::Relaxed);
         self.begin();
     }
 }
@@ -436,13 +437,7 @@ static LAST_ADDS: AtomicU64 = AtomicU64::new(0);
 /// (a dlopen), refresh the module map. Returns whether anything changed.
 #[cold]
 fn modules_changed() -> bool {
-    unsafe extern "C" fn adds(info: *mut libc::dl_phdr_info, _: usize, out: *mut c_void) -> i32 {
-        *(out as *mut u64) = (*info).dlpi_adds;
-        1
-    }
-    let mut now = 0u64;
-    // SAFETY: the callback writes one u64 we own.
-    unsafe { libc::dl_iterate_phdr(Some(adds), (&mut now as *mut u64).cast()) };
+    let now = modules::loader_adds();
     if LAST_ADDS.swap(now, Ordering::AcqRel) == now {
         return false;
     }

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::{cpu, got, intern, modules, output, queue, real, resolve, thread, tls};
+use crate::{cpu, got, modules, output, queue, real, thread, tls};
 
 mod dlopen;
 mod targets;
@@ -138,14 +138,8 @@ fn arm(output: &std::path::Path, max_frames: u32, cpu_hz: u32) -> i32 {
     crate::UNRECORDED.store(0, Ordering::Relaxed);
     // A new recording: the previous one's leftovers are dropped, every thread starts over.
     thread::new_generation();
-    queue::QUEUE.lock().map(|mut q| q.clear()).ok();
-    queue::EXTRA.lock().map(|mut e| e.clear()).ok();
-    if let Ok(mut t) = intern::TRIE.lock() {
-        *t = Some(intern::Trie::new());
-        if let Ok(mut m) = resolve::MIRRORS.lock() {
-            *m = None;
-        }
-    }
+    output::forget_pending();
+    output::fresh_trie();
     let pid = std::process::id();
     let path = heaplens_trace::naming::fill_pid(output.as_os_str(), &pid.to_string());
     let process = crate::process_record(crate::config().max_frames, true);
