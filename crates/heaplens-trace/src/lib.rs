@@ -36,6 +36,8 @@ pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{open_regular, process_of, ReadError, ReadStatus, TraceReader, PAYLOAD_SPARE};
 pub use record::{EndRecord, ExitRecord, Malformed, ModuleRecord, ProcessRecord, Segment, StackNode, ThreadName};
-pub use snapshot::{detach_request_path, snapshot_request_path};
+pub use snapshot::{
+    detach_request_path, snapshot_request_path, ATTACH_BUSY, ATTACH_FAILED, ATTACH_NO_TRACE, ATTACH_OK,
+};
 pub use symbols::{SymbolEntry, SymbolFrame, SymbolTable};
 pub use writer::BlockWriter;

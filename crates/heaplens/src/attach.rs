@@ -16,10 +16,10 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use heaplens_trace::{ATTACH_BUSY, ATTACH_NO_TRACE, ATTACH_OK};
 
 use crate::{AttachArgs, DetachArgs};
 
@@ -30,11 +30,6 @@ const GDB_LIMIT: Duration = Duration::from_secs(120);
 const DETACH_LIMIT: Duration = Duration::from_secs(30);
 /// The name of the monitor's writer thread (`/proc/PID/task/*/comm`).
 const WRITER: &str = "heaplens-writer";
-
-/// The monitor's answers (`heaplens_attach` in the monitor's `attach.rs`).
-const ATTACH_OK: i64 = 0;
-const ATTACH_BUSY: i64 = 1;
-const ATTACH_NO_TRACE: i64 = 2;
 
 /// What the checks found out about the process.
 struct Target {
@@ -259,7 +254,7 @@ fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32, cpu_hz: u32) 
     if handle.ends_with(" 0x0") {
         bail!("process {pid} could not load the monitor: {answer}");
     }
-    match answer.trim().parse::<i64>() {
+    match answer.trim().parse::<i32>() {
         Ok(ATTACH_OK) => Ok(()),
         Ok(ATTACH_BUSY) => bail!("process {pid} is already recorded by heaplens"),
         Ok(ATTACH_NO_TRACE) => bail!(
@@ -358,14 +353,7 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
         eprintln!("heaplens: attached to process {pid} ({}); recording to {}", target.name, trace.display());
         eprintln!("heaplens: detach with Ctrl-C or: {} detach {pid}", crate::run::invoked_as());
     }
-    let ended = Arc::new(AtomicBool::new(false));
-    let symbols = {
-        let (trace, ended) = (trace.clone(), ended.clone());
-        std::thread::Builder::new()
-            .name("heaplens-symbols".into())
-            .spawn(move || heaplens_interpret::symbolize::embedded::symbolize_while_written(&trace, pid, &ended))
-            .ok()
-    };
+    let symbols = heaplens_interpret::symbolize::embedded::OnTheSide::start(&trace, pid);
     let start = Instant::now();
     let request = heaplens_trace::detach_request_path(&trace);
     let how = loop {
@@ -384,12 +372,7 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
     };
     // A program that execs while attached sealed the trace first (its End block says so).
     let how = if how == "detached" && exec_sealed(&trace) { "the process exec'd another program" } else { how };
-    ended.store(true, Ordering::Release);
-    if let Some(h) = &symbols {
-        h.thread().unpark();
-    }
-    let symbols = symbols.and_then(|h| h.join().ok()).flatten();
-    if let Some(t) = &symbols {
+    if let Some(t) = &symbols.finish() {
         if let Err(e) = heaplens_interpret::symbolize::embedded::append(&trace, t) {
             eprintln!("heaplens: warning: cannot append the symbols to {}: {e:#}", trace.display());
         }

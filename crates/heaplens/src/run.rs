@@ -215,27 +215,15 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     // short multi-threaded programs 7-26% more (bench/compare, churn and widgets); a sampled
     // trace is cheap to symbolize when reported. The same holds for --cpu-only, whose promise is
     // a slowdown under 3%.
-    let ended = Arc::new(AtomicBool::new(false));
-    let symbols = if a.sample_rate.is_some() || a.cpu_only {
-        None
-    } else {
-        let (trace, ended, pid) = (trace.clone(), ended.clone(), child.id());
-        std::thread::Builder::new()
-            .name("heaplens-symbols".into())
-            .spawn(move || heaplens_interpret::symbolize::embedded::symbolize_while_written(&trace, pid, &ended))
-            .ok()
-    };
+    let symbols = (a.sample_rate.is_none() && !a.cpu_only)
+        .then(|| heaplens_interpret::symbolize::embedded::OnTheSide::start(&trace, child.id()));
     let status = if a.live {
         live_beside(child, &trace, &a.live_screens)?
     } else {
         child.wait().context("waiting for the program")?
     };
     let exit = ExitRecord { code: status.code(), signal: status.signal(), end_mono_ns: monotonic_ns() };
-    ended.store(true, Ordering::Release);
-    if let Some(h) = &symbols {
-        h.thread().unpark();
-    }
-    let symbols = symbols.and_then(|h| h.join().ok()).flatten();
+    let symbols = symbols.and_then(|s| s.finish());
 
     if a.follow_children && trace.is_file() {
         gather_children(&dest.monitor, &trace, child_id);

@@ -26,6 +26,37 @@ use super::cached::{symbolize_all, SymMsg, SymProgress, SymResults};
 /// How often the file is looked at for new blocks while the program runs.
 const POLL: Duration = Duration::from_millis(20);
 
+/// [`symbolize_while_written`] on a thread of its own ("heaplens-symbols"), for as long as the
+/// program writes its trace: started with [`OnTheSide::start`], told the program ended and
+/// waited for with [`OnTheSide::finish`].
+pub struct OnTheSide {
+    ended: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Option<SymbolTable>>>,
+}
+
+impl OnTheSide {
+    /// Starts symbolizing the trace at `path` of process `pid` as it is written (no thread,
+    /// and no table in the end, if none can be started).
+    pub fn start(path: &Path, pid: u32) -> Self {
+        let ended = Arc::new(AtomicBool::new(false));
+        let (path, flag) = (path.to_path_buf(), ended.clone());
+        let thread = std::thread::Builder::new()
+            .name("heaplens-symbols".into())
+            .spawn(move || symbolize_while_written(&path, pid, &flag))
+            .ok();
+        OnTheSide { ended, thread }
+    }
+
+    /// The program ended and the monitor wrote everything: reads the trace to its end and
+    /// returns the table (`None` as [`symbolize_while_written`] says, or if the thread died).
+    pub fn finish(self) -> Option<SymbolTable> {
+        self.ended.store(true, Ordering::Release);
+        let thread = self.thread?;
+        thread.thread().unpark();
+        thread.join().ok().flatten()
+    }
+}
+
 /// Symbolizes the return addresses of the trace at `path` of process `pid` while it is being
 /// written, until
 /// `ended` is set (the program has ended and the monitor written everything) and the file is

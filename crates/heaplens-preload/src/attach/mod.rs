@@ -32,14 +32,7 @@ mod targets;
 
 use targets::{global_real, module_base, own_base, real_definition};
 
-/// [`heaplens_attach`]: recording started.
-pub const ATTACH_OK: i32 = 0;
-/// [`heaplens_attach`]: this monitor is recording already (attached, or preloaded).
-pub const ATTACH_BUSY: i32 = 1;
-/// [`heaplens_attach`]: the trace cannot be created at the path given.
-pub const ATTACH_NO_TRACE: i32 = 2;
-/// [`heaplens_attach`]: an internal error; nothing was hooked.
-pub const ATTACH_FAILED: i32 = 3;
+pub use heaplens_trace::{ATTACH_BUSY, ATTACH_FAILED, ATTACH_NO_TRACE, ATTACH_OK};
 
 /// Set once `heaplens_attach` ran: this monitor was loaded into a running process.
 static ATTACHED: AtomicBool = AtomicBool::new(false);
