@@ -62,38 +62,31 @@ struct Walk<'a> {
     own_base: usize,
     done: &'a mut Patched,
     restore: bool,
-    /// Modules present during this walk (for [`restore`]).
-    present: Vec<(usize, usize)>,
 }
 
-/// Rewrites the slots of every module not handled yet; returns how many slots it set. Cheap
-/// when no module was loaded since the last call (one `dl_iterate_phdr` step).
-pub fn patch(targets: &[Target], own_base: usize) -> usize {
+/// Rewrites the slots of every module not handled yet. Cheap when no module was loaded since
+/// the last call (one `dl_iterate_phdr` step).
+pub fn patch(targets: &[Target], own_base: usize) {
     let adds = crate::modules::loader_adds();
     if LAST_ADDS.swap(adds, std::sync::atomic::Ordering::AcqRel) == adds {
-        return 0;
+        return;
     }
-    let Ok(mut done) = PATCHED.lock() else { return 0 };
-    let before = done.slots.len();
-    let mut w = Walk { targets, own_base, done: &mut done, restore: false, present: Vec::new() };
+    let Ok(mut done) = PATCHED.lock() else { return };
+    let mut w = Walk { targets, own_base, done: &mut done, restore: false };
     // SAFETY: the callback reads the loader's structures during the call only.
     unsafe { libc::dl_iterate_phdr(Some(callback), (&mut w as *mut Walk).cast()) };
-    done.slots.len() - before
 }
 
 /// Puts back every rewritten slot of the modules still loaded (a slot that no longer holds
-/// the hook, rewritten since by someone else, is left alone) and forgets them all; returns how
-/// many it restored.
-pub fn restore() -> usize {
-    let Ok(mut done) = PATCHED.lock() else { return 0 };
-    let mut w = Walk { targets: &[], own_base: 0, done: &mut done, restore: true, present: Vec::new() };
+/// the hook, rewritten since by someone else, is left alone) and forgets them all.
+pub fn restore() {
+    let Ok(mut done) = PATCHED.lock() else { return };
+    let mut w = Walk { targets: &[], own_base: 0, done: &mut done, restore: true };
     // SAFETY: as in `patch`.
     unsafe { libc::dl_iterate_phdr(Some(callback), (&mut w as *mut Walk).cast()) };
-    let restored = w.present.len();
     done.slots.clear();
     done.modules.clear();
     LAST_ADDS.store(u64::MAX, std::sync::atomic::Ordering::Release);
-    restored
 }
 
 unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _: usize, data: *mut c_void) -> c_int {
@@ -105,15 +98,10 @@ unsafe extern "C" fn callback(info: *mut libc::dl_phdr_info, _: usize, data: *mu
     let dyn_addr = base + dynamic.p_vaddr as usize;
     let key = (base, dyn_addr);
     if w.restore {
-        let mut n = 0;
         for s in w.done.slots.iter().filter(|s| s.module == key) {
             if read(s.addr) == s.hook {
                 write(s.addr, s.original, s.relro);
-                n += 1;
             }
-        }
-        if n > 0 {
-            w.present.push(key);
         }
         return 0;
     }
