@@ -1,7 +1,7 @@
 //! `heaplens attach --cpu`: CPU-time samples from the attach on, of the threads running then
 //! and of those created while attached (`examples/attach_busy.c`: one thread spins from the
-//! start, a second starts spinning while attached, a third sleeps), and nothing left behind at
-//! the detach: no descriptor, no thread, no timer, SIGPROF's disposition as it was; the
+//! start, a second starts spinning while attached, a third sleeps until it ends while attached,
+//! its timer then retired at once), and nothing left behind at the detach: no descriptor, no thread, no timer, SIGPROF's disposition as it was; the
 //! program's output and exit status those of a bare run.
 
 mod attaching;
@@ -42,6 +42,11 @@ fn timers(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/timers")).unwrap_or_default()
 }
 
+/// The ids of process `pid`'s POSIX timers (empty where the kernel lacks `/proc/PID/timers`).
+fn timer_ids(pid: u32) -> Vec<String> {
+    timers(pid).lines().filter(|l| l.starts_with("ID:")).map(str::to_string).collect()
+}
+
 /// The flat profile's samples with `name` innermost-inclusive.
 fn samples_in(v: &Value, name: &str) -> u64 {
     arr(v, "flat")
@@ -56,9 +61,9 @@ fn attach_cpu_samples_the_busy_functions_and_leaves_nothing_armed() {
     let dir = WorkDir::new("attach-cpu");
     need_ptrace!(dir);
     let exe = compile_c(&dir, "attach_busy.c", &["-pthread"]);
-    let bare = bare_with_input(&dir, &exe, "one\nlate\ntwo\n", Duration::from_millis(300));
+    let bare = bare_with_input(&dir, &exe, "one\nlate\nidle\ntwo\n", Duration::from_millis(300));
     assert_eq!(bare.status.code(), Some(5), "bare run\n{}", bare.show());
-    assert_eq!(bare.stdout, "attach_busy: lines=3 late=1\n");
+    assert_eq!(bare.stdout, "attach_busy: lines=4 late=1\n");
 
     let mut program = Program::start(&dir, &exe, &[], true);
     let pid = program.pid();
@@ -73,9 +78,18 @@ fn attach_cpu_samples_the_busy_functions_and_leaves_nothing_armed() {
     std::thread::sleep(Duration::from_millis(600));
     // A thread created while attached.
     program.child.stdin.as_mut().unwrap().write_all(b"late\n").unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    // The sleeper (running at the attach) ends while attached: its timer goes within a
+    // writer round or two, not at the detach.
+    let with_sleeper = timer_ids(pid);
+    program.child.stdin.as_mut().unwrap().write_all(b"idle\n").unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    if !with_sleeper.is_empty() {
+        assert_eq!(timer_ids(pid).len() + 1, with_sleeper.len(), "the ended sleeper's timer is gone");
+    }
     let attached = wait_with_timeout(attaching, "heaplens attach --cpu");
     assert!(attached.status.success(), "{}", attached.show());
-    assert_eq!(fds_and_threads(pid), (fds, threads + 1), "descriptors as before, the late thread added");
+    assert_eq!(fds_and_threads(pid), (fds, threads), "descriptors as before, the late thread added, the sleeper gone");
     assert_eq!(sigprof_disposition(pid), disposition, "SIGPROF's disposition as before");
     assert_eq!(timers(pid), armed, "no timer left");
     program.child.stdin.as_mut().unwrap().write_all(b"two\n").unwrap();
@@ -96,5 +110,5 @@ fn attach_cpu_samples_the_busy_functions_and_leaves_nothing_armed() {
     let allocs = report(&dir, &trace);
     assert_eq!(at(&allocs, "process/attached"), &Value::Bool(true));
     assert_eq!(at(&allocs, "trace/complete"), &Value::Bool(true), "the trace is sealed");
-    assert!(bin_row(&allocs, 333).is_some_and(|r| u(r, "allocs") == 1), "the late line's block\n{allocs:#}");
+    assert!(bin_row(&allocs, 333).is_some_and(|r| u(r, "allocs") == 2), "the late and idle lines' blocks\n{allocs:#}");
 }

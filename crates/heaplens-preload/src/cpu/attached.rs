@@ -8,10 +8,10 @@
 //! signal of a deleted timer may already be queued), lets the writer write the last samples,
 //! then gives SIGPROF back to the program's own disposition. Nothing stays armed.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{arm, make, place_of, Sampler, CREATE, GENERATION, HZ, IN_HANDLER, SAMPLERS};
+use super::{arm, make, place_of, retire, Sampler, CREATE, GENERATION, HZ, IN_HANDLER, SAMPLERS};
 use crate::{crash, procinfo};
 
 /// How long a detach waits for samples still pending or being taken before it gives SIGPROF
@@ -52,6 +52,43 @@ fn adopt_running() {
             arm(s);
         }
     }
+}
+
+/// How often, at most, [`reap_ended`] looks for adopted threads that ended.
+const REAP_EVERY_NS: u64 = 200_000_000;
+
+/// An adopted thread has no exit hook (the monitor ran no code on it): the writer calls this
+/// on each round, and at most every [`REAP_EVERY_NS`] it retires the samplers of adopted
+/// threads that ended, so that their timers and places in [`SAMPLERS`] do not stay until the
+/// detach (a server that ends a thread per connection would fill them). Skips the round
+/// while a sampler is being made or the detach is stopping them ([`CREATE`] busy).
+pub(super) fn reap_ended() {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = procinfo::now_ns();
+    if now.saturating_sub(LAST.load(Ordering::Relaxed)) < REAP_EVERY_NS {
+        return;
+    }
+    LAST.store(now, Ordering::Relaxed);
+    let Ok(_one) = CREATE.try_lock() else { return };
+    let pid = std::process::id() as libc::pid_t;
+    for place in &SAMPLERS {
+        let p = place.load(Ordering::Acquire);
+        if p == 0 {
+            continue;
+        }
+        // SAFETY: in place; the writer, which frees samplers, is the caller.
+        let s = unsafe { &*(p as *const Sampler) };
+        if s.adopted && !s.ended.load(Ordering::Acquire) && !alive(pid, s.tid) {
+            retire(s.tid);
+        }
+    }
+}
+
+/// Whether thread `tid` of process `pid` is still there (signal 0 checks without sending).
+fn alive(pid: libc::pid_t, tid: u32) -> bool {
+    // SAFETY: tgkill with signal 0 sends nothing.
+    let r = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid as libc::pid_t, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// The CPU-time clock of thread `tid` of this process (what `pthread_getcpuclockid` returns:

@@ -449,6 +449,7 @@ impl Sampler {
 /// first to a trie node): one record per thread with samples. Frees the samplers of threads
 /// that ended. Call under the stack trie's lock (one drainer at a time).
 pub fn drain(intern: &mut dyn FnMut(&[u64]) -> u32) -> Vec<SampleRecord> {
+    attached::reap_ended();
     let period_ns = period_ns();
     let mut out = Vec::new();
     for (i, place) in SAMPLERS.iter().enumerate() {
