@@ -9,6 +9,7 @@
 //! then gives SIGPROF back to the program's own disposition. Nothing stays armed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use super::{arm, make, place_of, retire, Sampler, CREATE, GENERATION, HZ, IN_HANDLER, SAMPLERS};
@@ -60,23 +61,22 @@ const REAP_EVERY_NS: u64 = 200_000_000;
 /// An adopted thread has no exit hook (the monitor ran no code on it): the writer calls this
 /// on each round, and at most every [`REAP_EVERY_NS`] it retires the samplers of adopted
 /// threads that ended, so that their timers and places in [`SAMPLERS`] do not stay until the
-/// detach (a server that ends a thread per connection would fill them). Skips the round
-/// while a sampler is being made or the detach is stopping them ([`CREATE`] busy).
-pub(super) fn reap_ended() {
+/// detach (a server that ends a thread per connection would fill them). Call holding
+/// [`CREATE`] (`_held`).
+pub(super) fn reap_ended(_held: &MutexGuard<'_, ()>) {
     static LAST: AtomicU64 = AtomicU64::new(0);
     let now = procinfo::now_ns();
     if now.saturating_sub(LAST.load(Ordering::Relaxed)) < REAP_EVERY_NS {
         return;
     }
     LAST.store(now, Ordering::Relaxed);
-    let Ok(_one) = CREATE.try_lock() else { return };
     let pid = std::process::id() as libc::pid_t;
     for place in &SAMPLERS {
         let p = place.load(Ordering::Acquire);
         if p == 0 {
             continue;
         }
-        // SAFETY: in place; the writer, which frees samplers, is the caller.
+        // SAFETY: in place; samplers are freed only under CREATE, which the caller holds.
         let s = unsafe { &*(p as *const Sampler) };
         if s.adopted && !s.ended.load(Ordering::Acquire) && !alive(pid, s.tid) {
             retire(s.tid);
@@ -104,9 +104,15 @@ pub fn stop() -> bool {
     let Ok(_one) = CREATE.lock() else { return false };
     for place in &SAMPLERS {
         let p = place.load(Ordering::Acquire);
-        if p != 0 {
-            // SAFETY: in place until the writer frees it, which it does only once ended.
-            unsafe { libc::timer_delete((*(p as *const Sampler)).timer) };
+        if p == 0 {
+            continue;
+        }
+        // SAFETY: in place while CREATE is held (the writer frees samplers only under it).
+        let s = unsafe { &*(p as *const Sampler) };
+        // An ended sampler's timer is deleted already (its id may be the program's now).
+        if !s.ended.load(Ordering::Acquire) {
+            // SAFETY: the sampler's own timer, not deleted yet.
+            unsafe { libc::timer_delete(s.timer) };
         }
     }
     let start = Instant::now();

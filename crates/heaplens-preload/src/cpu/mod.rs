@@ -299,6 +299,9 @@ fn retire(tid: u32) {
 /// sampler of an earlier attach (the key's value outlives it), then freed: it is acted on only
 /// while in place as this thread's.
 unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
+    // Under CREATE: an attach's `stop` must not delete this timer too (its id, once deleted,
+    // may be the program's next timer's).
+    let _one = CREATE.lock().unwrap_or_else(|e| e.into_inner());
     let tid = procinfo::gettid();
     let Some(i) = place_of(tid) else { return };
     if SAMPLERS[i].load(Ordering::Acquire) != p as usize {
@@ -447,9 +450,15 @@ impl Sampler {
 
 /// Drains every thread's samples, interning their stacks with `intern` (frames innermost
 /// first to a trie node): one record per thread with samples. Frees the samplers of threads
-/// that ended. Call under the stack trie's lock (one drainer at a time).
+/// that ended (when [`CREATE`] is free, else on a later call). Call under the stack trie's
+/// lock (one drainer at a time).
 pub fn drain(intern: &mut dyn FnMut(&[u64]) -> u32) -> Vec<SampleRecord> {
-    attached::reap_ended();
+    // Samplers are freed only under CREATE, so that an attach's `stop` never reads a freed one;
+    // when it is busy, those of ended threads wait for the next round.
+    let held = CREATE.try_lock().ok();
+    if let Some(held) = &held {
+        attached::reap_ended(held);
+    }
     let period_ns = period_ns();
     let mut out = Vec::new();
     for (i, place) in SAMPLERS.iter().enumerate() {
@@ -468,7 +477,7 @@ pub fn drain(intern: &mut dyn FnMut(&[u64]) -> u32) -> Vec<SampleRecord> {
         if !rec.samples.is_empty() {
             out.push(rec);
         }
-        if ended {
+        if ended && held.is_some() {
             TIDS[i].store(0, Ordering::Release);
             place.store(0, Ordering::Release);
             // SAFETY: the thread ended (no handler runs for it) and its place is cleared.
