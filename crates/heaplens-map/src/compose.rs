@@ -69,8 +69,8 @@ fn width(s: &str) -> usize {
 /// A name from the trace as a legend shows it: escaped first, so that the cut counts what is
 /// drawn, its frames' parameter lists shortened to `(…)` when it is too long (a C++ signature
 /// would otherwise fill the legend and the cut lose the function's name), then its end kept
-/// (the innermost frame names the site).
-fn name_label(s: &str) -> String {
+/// (the innermost frame names the site). The page's legend shows the same (`page/mod.rs`).
+pub(crate) fn name_label(s: &str) -> String {
     let s = for_xml(s);
     if s.chars().count() <= LABEL_CHARS {
         return s.into_owned();

@@ -74,4 +74,21 @@ fn every_view_of_a_rust_programs_trace() {
         ok(&dir, &args);
         non_empty(&dir.join(file));
     }
+
+    // The page in a browser: its legend keeps each site's innermost frame (the end of its
+    // label) and fits beside the map in a 1500-pixel window, the whole label in the tooltip.
+    let found = browse(&dir, &dir.join("view.html"), &dir.join("view.png"), "heaplens");
+    assert_eq!(found("errors"), "[]");
+    assert_eq!(found("fits"), "true", "the page is no wider than the window");
+    let rows: Vec<(String, String)> = serde_json::from_str(&found("legend_rows")).unwrap();
+    let sites: Vec<_> = rows.iter().filter(|(text, _)| text != "the rest").collect();
+    assert!(sites.len() >= 3, "{rows:?}");
+    for (text, title) in sites {
+        let shown = text.trim_start_matches("...");
+        let (shown, full) = (shown.rsplit_once(" (").unwrap().0, title.rsplit_once(" (").unwrap().0);
+        let innermost = full.rsplit(" > ").next().unwrap();
+        let name = innermost.rsplit("::").next().unwrap();
+        assert!(shown.chars().count() <= 44, "{text:?}");
+        assert!(shown.ends_with(name), "the row {text:?} ends with the innermost frame of {title:?}");
+    }
 }

@@ -8,23 +8,6 @@ mod common;
 use common::*;
 use std::path::Path;
 
-/// Opens `page` in Chromium through `tests/browser/view_page.py`, hovering a block `function`
-/// allocated: what the script found, by key.
-fn browse(dir: &WorkDir, page: &Path, shot: &Path, function: &str) -> impl Fn(&str) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/view_page.py");
-    let mut py = std::process::Command::new("python3");
-    py.arg(&script).arg(page).arg(shot).arg(function);
-    let r = run_cmd(py, &dir.path)
-        .ok("Chromium through Selenium (apt install chromium chromium-driver; pip install selenium)");
-    move |key: &str| -> String {
-        r.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("no {key} in\n{}", r.stdout))
-            .to_string()
-    }
-}
-
 #[test]
 fn the_page_draws_and_names_a_hovered_block_without_network() {
     let dir = WorkDir::new("view-page");

@@ -30,6 +30,7 @@ use serde_json::json;
 
 use crate::axis::AddressAxis;
 use crate::color::{hex, PALETTE};
+use crate::compose::name_label;
 use crate::{sites, timeline, MapError, MapOptions};
 use heaplens_interpret::split::Half;
 
@@ -120,7 +121,8 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
         "blocks": blocks.alloc_ns.len(),
         "segments": axis.segments.iter().map(|g| json!({"lo": g.lo as f64, "hi": g.hi as f64, "y0": g.y0, "y1": g.y1})).collect::<Vec<_>>(),
         "stacks": stacks,
-        "sites": s.top.iter().enumerate().map(|(k, (l, b))| json!({"label": l, "bytes": b, "color": hex(PALETTE[k])})).collect::<Vec<_>>(),
+        // `short`: as the picture's legend shows it (the innermost frame kept, parameters cut).
+        "sites": s.top.iter().enumerate().map(|(k, (l, b))| json!({"label": l, "short": name_label(l), "bytes": b, "color": hex(PALETTE[k])})).collect::<Vec<_>>(),
         "threads": thread_names,
         "series": columns.iter().map(|c| c.iter().map(|&b| b.max(0)).collect::<Vec<_>>()).collect::<Vec<_>>(),
         "peak": [tl.peak.0.max(0), (tl.peak.1 - t0) as i64],

@@ -175,10 +175,16 @@
       xa.appendChild(d);
     }
     const ya = $("yaxis"); ya.replaceChildren();
+    // Each visible address range labelled at its foot; a label that would overlap the one
+    // below it (ranges a few pixels tall) is left out.
+    let lastTop = Infinity;
     for (const s of segs) {
       if (s.y1 < st.ya || s.y0 > st.yb) continue;
+      const top = Math.max(0, Math.min(map.height - 12, map.height - ((Math.max(s.y0, st.ya) - st.ya) / (st.yb - st.ya)) * map.height - 12));
+      if (lastTop - top < 12) continue;
+      lastTop = top;
       const d = document.createElement("div");
-      d.style.top = Math.max(0, Math.min(map.height - 12, map.height - ((Math.max(s.y0, st.ya) - st.ya) / (st.yb - st.ya)) * map.height - 12)) + "px";
+      d.style.top = top + "px";
       d.textContent = "0x" + Math.max(s.lo, s.lo + ((st.ya - s.y0) / (s.y1 - s.y0)) * (s.hi - s.lo)).toString(16).split(".")[0];
       ya.appendChild(d);
     }
@@ -291,8 +297,14 @@
   function legend() {
     const l = $("legend");
     l.replaceChildren();
-    const row = (c, text) => { const d = document.createElement("div"); const sw = document.createElement("i"); sw.style.background = c; d.appendChild(sw); d.appendChild(document.createTextNode(text)); d.title = text; l.appendChild(d); };
-    if (st.mode === "function") { meta.sites.forEach((s) => row(s.color, `${s.label} (${bytes(s.bytes)})`)); row("#9e9e9e", "the rest"); }
+    // A row: the swatch, then the text, which wraps rather than hides the site's innermost
+    // frame (the end of its label); the whole label in the tooltip.
+    const row = (c, text, title) => {
+      const d = document.createElement("div"); const sw = document.createElement("i"); const t = document.createElement("span");
+      sw.style.background = c; t.textContent = text; d.title = title || text;
+      d.appendChild(sw); d.appendChild(t); l.appendChild(d);
+    };
+    if (st.mode === "function") { meta.sites.forEach((s) => row(s.color, `${s.short} (${bytes(s.bytes)})`, `${s.label} (${bytes(s.bytes)})`)); row("#9e9e9e", "the rest"); }
     else if (st.mode === "thread") { meta.threads.slice(0, PALETTE.length).forEach((t, k) => row(PALETTE[k], "thread " + t)); }
     else row("linear-gradient(90deg,#3036cc,#1aa6d9,#4dbf4d,#f2cc26,#d91f1a)", st.mode === "size" ? "16 B ... 1 MiB+ usable" : "1 us ... whole run");
   }

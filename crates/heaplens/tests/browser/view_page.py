@@ -76,6 +76,12 @@ try:
     print("violations=" + json.dumps(driver.execute_script("return window.violations")))
     for key, css in [("title", "#title"), ("legend", "#legend"), ("report", "#report"), ("tabs", "#tabs")]:
         print(key + "=" + json.dumps(driver.find_element("css selector", css).text))
+    # The legend's rows (shown text, tooltip) and whether the page fits the window's width.
+    print("legend_rows=" + json.dumps(driver.execute_script(
+        "return [...document.querySelectorAll('#legend div')].map((d) => [d.textContent, d.title])")))
+    print("fits=" + json.dumps(driver.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth"
+        " && document.getElementById('legend').getBoundingClientRect().right <= window.innerWidth")))
     # The first flame graph's own script ran (in its sandboxed frame, under the page's policy).
     frames = driver.find_elements("css selector", "iframe.flame")
     if frames:
