@@ -464,8 +464,9 @@ pub struct ViewArgs {
     /// The part of the run drawn.
     #[command(flatten)]
     pub time: TimeWindowArgs,
-    /// Most blocks on the page (a browser draws a million in a fraction of a second; beyond,
-    /// draw part of the trace with --from/--to/--addresses, or use `heaplens map`).
+    /// Most blocks on the page (a browser draws a million in a fraction of a second); past it,
+    /// the page draws those of the largest bytes times lifetime, the ones a whole-run view
+    /// shows (all of a part: --from/--to/--addresses; all of them: `heaplens map`).
     #[arg(long, default_value_t = 2_000_000, value_name = "N")]
     pub max_blocks: usize,
     /// The address range, `LO-HI` in hexadecimal.

@@ -17,6 +17,13 @@ pub fn execute(a: &ViewArgs) -> anyhow::Result<()> {
         file.write_all(page.html.as_bytes()).with_context(|| format!("cannot write {}", a.output.display()))?;
         Ok(page)
     })?;
+    if page.blocks_in_window > page.blocks as u64 {
+        eprintln!(
+            "heaplens: the window holds {} blocks, more than --max-blocks {}: the page draws the {} largest \
+             by bytes times lifetime (the bars below the map count them all; `heaplens map` draws every one)",
+            page.blocks_in_window, a.max_blocks, page.blocks
+        );
+    }
     eprintln!(
         "heaplens: wrote {} blocks to {} (open it in a browser; it needs no network)",
         page.blocks,

@@ -40,6 +40,29 @@ fn the_page_draws_and_names_a_hovered_block_without_network() {
     assert!(png > 20_000, "a screenshot of a drawn page ({png} bytes)");
 }
 
+/// Past `--max-blocks`, the page keeps the blocks of the largest bytes times lifetime (it once
+/// refused the trace, after building the report and flame graphs): the red widgets, never
+/// freed, are among them; the page and the CLI say how many of how many it draws.
+#[test]
+fn past_max_blocks_the_page_draws_the_largest() {
+    let dir = WorkDir::new("view-max-blocks");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let out = run_traced(&dir, &trace, &exe, &["2000"]).ok("widgets under heaplens");
+    let made = num(&truth(&out.stdout, "widgets"), "made");
+    let page = dir.join("view.html");
+    let o = heaplens(&dir, &["view", trace.to_str().unwrap(), "-o", page.to_str().unwrap(), "--max-blocks", "300"])
+        .ok("heaplens view --max-blocks 300");
+    assert!(o.stderr.contains(&format!("holds {made} blocks, more than --max-blocks 300")), "{}", o.stderr);
+    let found = browse(&dir, &page, &dir.join("largest.png"), "make_red_widget");
+    assert_eq!(found("errors"), "[]", "the page logged errors");
+    let drawn: u64 = found("blocks").parse().unwrap();
+    assert!((1..=300).contains(&drawn), "{drawn} blocks drawn");
+    assert!(o.stderr.contains(&format!("wrote {drawn} blocks")), "{}", o.stderr);
+    assert!(found("stats").contains(&format!("{drawn} of {made} blocks")), "{}", found("stats"));
+    assert!(found("tooltip").contains("live at exit"), "a leaked red widget is drawn: {}", found("tooltip"));
+}
+
 /// `heaplens view` used to write its flame graphs to `$TMPDIR/heaplens-view-<pid>/flame.svg`
 /// and take that directory if it was already there: another user could plant it as a symlink
 /// and have root overwrite a file of their choosing. The page now uses no temporary file at all.

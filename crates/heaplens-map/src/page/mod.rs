@@ -52,6 +52,9 @@ pub struct Page {
     pub html: String,
     /// Blocks on the page.
     pub blocks: usize,
+    /// Blocks of the window: more than on the page when past its most (the largest by area
+    /// are drawn, see `collect.rs`).
+    pub blocks_in_window: u64,
 }
 
 /// Why there is no page, besides [`MapError`].
@@ -60,24 +63,19 @@ pub enum PageError {
     /// As for the map.
     #[error(transparent)]
     Map(#[from] MapError),
-    /// More blocks than the page takes.
-    #[error("the window holds more than {0} blocks, more than a page stays responsive with: draw part of it (--from/--to, --addresses) or use `heaplens map`")]
-    TooManyBlocks(usize),
 }
 
 /// Builds the page for the trace at `path`: `o.window` (time and addresses), `o.top` call
-/// sites coloured (by bytes allocated), `o.depth` frames a site, at most `max_blocks` blocks.
+/// sites coloured (by bytes allocated), `o.depth` frames a site, at most `max_blocks` blocks
+/// (past it, those of the largest area: usable bytes times lifetime).
 ///
 /// # Errors
-/// [`PageError::Map`] as [`crate::map_file`]; [`PageError::TooManyBlocks`] past `max_blocks`.
+/// [`PageError::Map`] as [`crate::map_file`].
 pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras) -> Result<Page, PageError> {
     let (layout, trace, index) = crate::first_pass(path, o, false).map_err(MapError::from)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
         return Err(MapError::Empty.into());
-    }
-    if layout.blocks as usize > max_blocks {
-        return Err(PageError::TooManyBlocks(max_blocks));
     }
     let t0 = first_ts + o.window.from_ns.unwrap_or(0);
     let t1 = o.window.to_ns.map_or(layout.last_ts, |t| first_ts + t).max(t0 + 1);
@@ -89,9 +87,6 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
     let mut tl = timeline::Timeline::new(&s.of_stack, s.top.len(), SERIES_COLUMNS, (t0, t1), Half::Whole);
     let trace =
         crate::second_pass(path, trace, index, &mut (&mut blocks, &mut tl), o.progress).map_err(MapError::from)?;
-    if blocks.overflow {
-        return Err(PageError::TooManyBlocks(max_blocks));
-    }
 
     // Each stack's frames (innermost first, at most 24) and site.
     let (mut sym, _) = heaplens_interpret::symbolize::for_trace(path, &trace);
@@ -119,6 +114,9 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
         "span_ns": (t1 - t0) as f64,
         "offset_ns": (t0 - first_ts) as f64,
         "blocks": blocks.alloc_ns.len(),
+        // Past `max_blocks`, the largest by area (see `collect.rs`).
+        "blocks_in_window": blocks.in_window,
+        "min_area": blocks.min_area,
         "segments": axis.segments.iter().map(|g| json!({"lo": g.lo as f64, "hi": g.hi as f64, "y0": g.y0, "y1": g.y1})).collect::<Vec<_>>(),
         "stacks": stacks,
         // `short`: as the picture's legend shows it (the innermost frame kept, parameters cut).
@@ -132,7 +130,7 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
     gz.write_all(&blocks.to_bytes()).expect("gzip to memory");
     let packed = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip to memory"));
     let html = html(&meta, &packed, extras);
-    Ok(Page { html, blocks: blocks.alloc_ns.len() })
+    Ok(Page { html, blocks: blocks.alloc_ns.len(), blocks_in_window: blocks.in_window })
 }
 
 /// The page around its data: `meta` (the map's description), `packed` (the blocks, base64)

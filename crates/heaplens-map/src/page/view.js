@@ -308,7 +308,8 @@
     else if (st.mode === "thread") { meta.threads.slice(0, PALETTE.length).forEach((t, k) => row(PALETTE[k], "thread " + t)); }
     else row("linear-gradient(90deg,#3036cc,#1aa6d9,#4dbf4d,#f2cc26,#d91f1a)", st.mode === "size" ? "16 B ... 1 MiB+ usable" : "1 us ... whole run");
   }
-  $("stats").textContent = `${n} blocks over ${ns(meta.span_ns)}; peak ${bytes(meta.peak[0])} in use at ${ns(meta.offset_ns + meta.peak[1])}`;
+  const drawn = meta.blocks_in_window > n ? `${n} of ${meta.blocks_in_window} blocks (the largest by bytes × lifetime)` : `${n} blocks`;
+  $("stats").textContent = `${drawn} over ${ns(meta.span_ns)}; peak ${bytes(meta.peak[0])} in use at ${ns(meta.offset_ns + meta.peak[1])}`;
   legend();
   renderContext();
   render();

@@ -74,7 +74,7 @@ try:
     # What a hostile name could have done, and where the names show as text.
     print("pwned=" + json.dumps(driver.execute_script("return window.pwned === undefined ? null : String(window.pwned)")))
     print("violations=" + json.dumps(driver.execute_script("return window.violations")))
-    for key, css in [("title", "#title"), ("legend", "#legend"), ("report", "#report"), ("tabs", "#tabs")]:
+    for key, css in [("title", "#title"), ("stats", "#stats"), ("legend", "#legend"), ("report", "#report"), ("tabs", "#tabs")]:
         print(key + "=" + json.dumps(driver.find_element("css selector", css).text))
     # The legend's rows (shown text, tooltip) and whether the page fits the window's width.
     print("legend_rows=" + json.dumps(driver.execute_script(
