@@ -6,16 +6,21 @@
 mod common;
 
 use common::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The trace of 2000 widgets, with how many were made and their size.
+fn widgets_2000(dir: &WorkDir) -> (PathBuf, u64, u64) {
+    let exe = compile_c(dir, "widgets.c", &[]);
+    let trace = dir.join("w.hltrace");
+    let out = run_traced(dir, &trace, &exe, &["2000"]).ok("widgets under heaplens");
+    let t = truth(&out.stdout, "widgets");
+    (trace, num(&t, "made"), num(&t, "size"))
+}
 
 #[test]
 fn the_page_draws_and_names_a_hovered_block_without_network() {
     let dir = WorkDir::new("view-page");
-    let exe = compile_c(&dir, "widgets.c", &[]);
-    let trace = dir.join("w.hltrace");
-    let out = run_traced(&dir, &trace, &exe, &["2000"]).ok("widgets under heaplens");
-    let t = truth(&out.stdout, "widgets");
-    let (made, size) = (num(&t, "made"), num(&t, "size"));
+    let (trace, made, size) = widgets_2000(&dir);
     let page = dir.join("view.html");
     let o = heaplens(&dir, &["view", trace.to_str().unwrap(), "-o", page.to_str().unwrap()]).ok("heaplens view");
     assert!(o.stderr.contains(&format!("wrote {made} blocks")), "{}", o.stderr);
@@ -46,10 +51,7 @@ fn the_page_draws_and_names_a_hovered_block_without_network() {
 #[test]
 fn past_max_blocks_the_page_draws_the_largest() {
     let dir = WorkDir::new("view-max-blocks");
-    let exe = compile_c(&dir, "widgets.c", &[]);
-    let trace = dir.join("w.hltrace");
-    let out = run_traced(&dir, &trace, &exe, &["2000"]).ok("widgets under heaplens");
-    let made = num(&truth(&out.stdout, "widgets"), "made");
+    let (trace, made, _) = widgets_2000(&dir);
     let page = dir.join("view.html");
     let o = heaplens(&dir, &["view", trace.to_str().unwrap(), "-o", page.to_str().unwrap(), "--max-blocks", "300"])
         .ok("heaplens view --max-blocks 300");
