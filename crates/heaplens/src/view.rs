@@ -4,7 +4,7 @@
 use std::io::{self, IsTerminal};
 
 use anyhow::Context;
-use heaplens_map::page::{page_file, Extras};
+use heaplens_map::page::{page_data, Extras};
 use std::io::Write;
 
 use crate::picture::{options, write_to};
@@ -33,6 +33,22 @@ pub fn execute(a: &ViewArgs) -> anyhow::Result<()> {
 }
 
 fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
+    let opts = options(&a.sites, &a.time, a.addresses)?;
+    // The report and the flame graphs (four replays) beside the page's own two passes: on
+    // another thread each, as they share nothing until the page is put together.
+    std::thread::scope(|scope| {
+        let extras = std::thread::Builder::new()
+            .name("heaplens-extras".into())
+            .spawn_scoped(scope, || extras(a))
+            .context("cannot start a thread")?;
+        let data = page_data(&a.trace, &opts, a.max_blocks);
+        let extras = extras.join().map_err(|_| anyhow::anyhow!("the report for the page panicked"))??;
+        Ok(data?.into_page(&extras))
+    })
+}
+
+/// The report's text and the flame graphs, for the page.
+fn extras(a: &ViewArgs) -> anyhow::Result<Extras> {
     let progress = io::stderr().is_terminal();
     // The page's report charges allocations as its call sites are named: past `--skip`.
     let attribution = heaplens_interpret::paths::Attribution::own_code(a.sites.skip.patterns()?);
@@ -55,6 +71,5 @@ fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
             }
         }
     }
-    let opts = options(&a.sites, &a.time, a.addresses)?;
-    Ok(page_file(&a.trace, &opts, a.max_blocks, &Extras { report_text: text, flame_graphs })?)
+    Ok(Extras { report_text: text, flame_graphs })
 }

@@ -72,6 +72,31 @@ pub enum PageError {
 /// # Errors
 /// [`PageError::Map`] as [`crate::map_file`].
 pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras) -> Result<Page, PageError> {
+    Ok(page_data(path, o, max_blocks)?.into_page(extras))
+}
+
+/// The page's own data, before what other views add: its map description, its blocks (gzipped
+/// and base64) and their counts. [`page_file`] in two steps, so that a caller can make the
+/// [`Extras`] meanwhile.
+pub struct PageData {
+    meta: serde_json::Value,
+    packed: String,
+    blocks: usize,
+    in_window: u64,
+}
+
+impl PageData {
+    /// The page, with `extras`.
+    pub fn into_page(self, extras: &Extras) -> Page {
+        Page { html: html(&self.meta, &self.packed, extras), blocks: self.blocks, blocks_in_window: self.in_window }
+    }
+}
+
+/// [`page_file`]'s data, without the extras.
+///
+/// # Errors
+/// As [`page_file`].
+pub fn page_data(path: &Path, o: &MapOptions, max_blocks: usize) -> Result<PageData, PageError> {
     let (layout, trace, index) = crate::first_pass(path, o, false).map_err(MapError::from)?;
     let first_ts = layout.first_ts.ok_or(MapError::Empty)?;
     if layout.blocks == 0 {
@@ -129,8 +154,7 @@ pub fn page_file(path: &Path, o: &MapOptions, max_blocks: usize, extras: &Extras
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     gz.write_all(&blocks.to_bytes()).expect("gzip to memory");
     let packed = base64::engine::general_purpose::STANDARD.encode(gz.finish().expect("gzip to memory"));
-    let html = html(&meta, &packed, extras);
-    Ok(Page { html, blocks: blocks.alloc_ns.len(), blocks_in_window: blocks.in_window })
+    Ok(PageData { meta, packed, blocks: blocks.alloc_ns.len(), in_window: blocks.in_window })
 }
 
 /// The page around its data: `meta` (the map's description), `packed` (the blocks, base64)
