@@ -1,8 +1,6 @@
 //! `heaplens view`: the HTML page of `heaplens-map`, with what the other views give it (the
 //! report's text and the exports' flame graphs): the CLI is where views meet.
 
-use std::io::{self, IsTerminal};
-
 use anyhow::Context;
 use heaplens_map::page::{page_data, Extras};
 use std::io::Write;
@@ -49,10 +47,10 @@ fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
 
 /// The report's text and the flame graphs, for the page.
 fn extras(a: &ViewArgs) -> anyhow::Result<Extras> {
-    let progress = io::stderr().is_terminal();
-    // The page's report charges allocations as its call sites are named: past `--skip`.
+    // The page's report charges allocations as its call sites are named: past `--skip`. No
+    // progress bar: the page's own passes show theirs meanwhile, on the same terminal.
     let attribution = heaplens_interpret::paths::Attribution::own_code(a.sites.skip.patterns()?);
-    let opts = heaplens_report::Options { progress, attribution, ..Default::default() };
+    let opts = heaplens_report::Options { progress: false, attribution, ..Default::default() };
     let report = heaplens_report::analyze_file(&a.trace, &opts)?;
     let text = heaplens_report::render_text::render(&report, &Default::default());
     let mut flame_graphs = Vec::new();
