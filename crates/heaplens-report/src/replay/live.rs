@@ -17,8 +17,9 @@
 //! when a newer one takes its entry. A block allocated and released while in the table never
 //! touches a page. An allocation still looks for its address in the pages (one read, where a
 //! page holds an older block whose release was lost), so the answers are those of the pages
-//! alone. On the benchmark's traces, the report's processor time: -17% (gcc's cc1, the C++
-//! churn), -27% (deep recursion), -12% (sqlite3), unchanged (Python).
+//! alone. On the benchmark's traces, the report's processor time: -18% (gcc's cc1), -23% (the
+//! C++ churn), -34% (deep recursion), -28% (sqlite3); unchanged on Python, where the table
+//! turns itself off (see [`Youth`]; figures in docs/EXPERIMENTS.md).
 //!
 //! Slots take 32 bits, and sparse pages a third of a dense one, as the replay's time goes into
 //! bringing them to the cache and the kernel's into zeroing them: a block of less than 64 KiB
