@@ -329,19 +329,54 @@ pub fn export_to(trace: &Path, w: &mut dyn Write, opts: &Options) -> Result<Expo
     Ok(done)
 }
 
+/// The folded-stacks exports of `trace` in `format` (collapsed, flame graph or icicle graph),
+/// one per metric of `metrics`, from one replay (two when one metric is
+/// [`Metric::InuseBytes`]) instead of one or two each: what [`export_to`] writes for each, as
+/// bytes, in order.
+///
+/// # Errors
+/// As [`export_to`]; [`ExportError::Unsupported`] for any other format or for
+/// [`Metric::CpuSamples`].
+pub fn export_metrics(trace: &Path, format: Format, metrics: &[Metric]) -> Result<Vec<Vec<u8>>, ExportError> {
+    if !folded(format) || metrics.contains(&Metric::CpuSamples) {
+        return Err(ExportError::Unsupported("several metrics at once, but as folded stacks of the heap"));
+    }
+    let (t, by_thread) = heap_totals_for(trace, metrics.contains(&Metric::InuseBytes), false)?;
+    let stacks = by_stack(&by_thread);
+    let mut out = Vec::new();
+    for &metric in metrics {
+        let opts = Options { format, metric, progress: false };
+        let mut w = Vec::new();
+        let mut done = Exported { warnings: damage(&t), ..Exported::default() };
+        write_heap(&mut w, trace, &t, (&by_thread, &stacks), &opts, &mut done)
+            .map_err(|reason| ExportError::Write { path: "-".into(), reason })?;
+        out.push(w);
+    }
+    Ok(out)
+}
+
 /// Totals per (stack id, thread id).
 type ByThread = Vec<((u32, u32), StackTotals)>;
 
 /// The replay's totals per (stack, thread), in that order, with the bytes each stack held at
 /// the peak when the metric asks for them.
 fn heap_totals(trace: &Path, opts: &Options) -> Result<(Trace, ByThread), ExportError> {
+    let at_peak = opts.metric == Metric::InuseBytes && folded(opts.format);
+    heap_totals_for(trace, at_peak, opts.progress)
+}
+
+/// Whether `format` is a folded-stacks one (one number per stack, the metric's).
+fn folded(format: Format) -> bool {
+    matches!(format, Format::Collapsed | Format::Flamegraph | Format::Icicle)
+}
+
+/// [`heap_totals`], with the bytes at the peak when `at_peak` (a second replay).
+fn heap_totals_for(trace: &Path, at_peak: bool, progress: bool) -> Result<(Trace, ByThread), ExportError> {
     let mut totals = Totals::default();
-    let t = replay_with_progress(trace, &mut totals, opts.progress)?;
-    if opts.metric == Metric::InuseBytes
-        && matches!(opts.format, Format::Collapsed | Format::Flamegraph | Format::Icicle)
-    {
+    let t = replay_with_progress(trace, &mut totals, progress)?;
+    if at_peak {
         let mut peak = PeakLive::new(totals.peak.1);
-        replay_with_progress(trace, &mut peak, opts.progress)?;
+        replay_with_progress(trace, &mut peak, progress)?;
         // Counted per stack only: the thread the key names is the first that allocated there.
         for (stack, (bytes, blocks)) in peak.snapshot.unwrap_or_default() {
             let key = totals.stacks.keys().find(|k| k.0 == stack).copied().unwrap_or((stack, 0));

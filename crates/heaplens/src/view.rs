@@ -53,21 +53,21 @@ fn extras(a: &ViewArgs) -> anyhow::Result<Extras> {
     let opts = heaplens_report::Options { progress: false, attribution, ..Default::default() };
     let report = heaplens_report::analyze_file(&a.trace, &opts)?;
     let text = heaplens_report::render_text::render(&report, &Default::default());
-    let mut flame_graphs = Vec::new();
-    for (title, metric) in [
-        ("bytes allocated", heaplens_export::Metric::AllocBytes),
-        ("in use at the peak", heaplens_export::Metric::InuseBytes),
-        ("leaked", heaplens_export::Metric::LeakedBytes),
-    ] {
-        // In memory: a file in the shared temporary directory is a name another user can
-        // plant first (a symlink there once made root overwrite a file of its choosing).
-        let mut svg = Vec::new();
-        let opts = heaplens_export::Options { format: heaplens_export::Format::Icicle, metric, progress: false };
-        if heaplens_export::export_to(&a.trace, &mut svg, &opts).is_ok() {
-            if let Ok(s) = String::from_utf8(svg) {
-                flame_graphs.push((title.to_string(), s));
-            }
-        }
-    }
+    // In memory: a file in the shared temporary directory is a name another user can plant
+    // first (a symlink there once made root overwrite a file of its choosing). The three from
+    // one replay of the trace (two for the bytes at the peak).
+    use heaplens_export::Metric::{AllocBytes, InuseBytes, LeakedBytes};
+    let titles = ["bytes allocated", "in use at the peak", "leaked"];
+    let svgs = heaplens_export::export_metrics(
+        &a.trace,
+        heaplens_export::Format::Icicle,
+        &[AllocBytes, InuseBytes, LeakedBytes],
+    )
+    .unwrap_or_default();
+    let flame_graphs = titles
+        .iter()
+        .zip(svgs)
+        .filter_map(|(title, svg)| Some((title.to_string(), String::from_utf8(svg).ok()?)))
+        .collect();
     Ok(Extras { report_text: text, flame_graphs })
 }

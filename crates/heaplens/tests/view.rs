@@ -195,6 +195,26 @@ fn export_into_memory_is_the_file_export() {
     assert!(export_to(&trace, &mut Vec::new(), &opts).is_err());
 }
 
+/// `heaplens_export::export_metrics`, from which the page's three flame graphs come in one
+/// replay (two with the bytes at the peak), writes for each metric what `export_to` writes.
+#[test]
+fn several_metrics_from_one_replay_are_each_metrics_export() {
+    use heaplens_export::{export_metrics, export_to, Format, Metric, Options};
+    let dir = WorkDir::new("export-metrics");
+    let (_, trace) = traced_widgets(&dir, &["300"]);
+    let metrics = [Metric::AllocBytes, Metric::InuseBytes, Metric::LeakedBytes, Metric::AllocCount];
+    let together = export_metrics(&trace, Format::Collapsed, &metrics).unwrap();
+    assert_eq!(together.len(), metrics.len());
+    for (metric, got) in metrics.into_iter().zip(together) {
+        let mut alone = Vec::new();
+        export_to(&trace, &mut alone, &Options { format: Format::Collapsed, metric, progress: false }).unwrap();
+        assert!(!alone.is_empty(), "{metric:?}");
+        assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(alone).unwrap(), "{metric:?}");
+    }
+    assert!(export_metrics(&trace, Format::Pprof, &[Metric::AllocBytes]).is_err());
+    assert!(export_metrics(&trace, Format::Collapsed, &[Metric::CpuSamples]).is_err());
+}
+
 /// A block of 5 GiB (`examples/huge_block.c`) keeps its size on the page: the tooltip of its
 /// block says 5 GiB requested (sizes went to the page as 32 bits, cut to 4 GiB).
 #[test]
