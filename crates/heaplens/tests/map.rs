@@ -304,10 +304,7 @@ fn svg_output_and_bad_input() {
 #[test]
 fn timeline_peak_and_its_holders_match_the_program() {
     let dir = WorkDir::new("timeline");
-    let exe = compile_c(&dir, "widgets.c", &[]);
-    let trace = dir.join("w.hltrace");
-    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("widgets under heaplens");
-    let t = truth(&out.stdout, "widgets");
+    let (trace, t) = traced_example(&dir, "widgets.c", &[]);
     let (made, red, blue, size) = (num(&t, "made"), num(&t, "red"), num(&t, "blue"), num(&t, "size"));
     for file in ["t.png", "t.svg"] {
         let o = heaplens(&dir, &["timeline", trace.to_str().unwrap(), "-o", dir.join(file).to_str().unwrap()])

@@ -10,10 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// The trace of 2000 widgets, with how many were made and their size.
 fn widgets_2000(dir: &WorkDir) -> (PathBuf, u64, u64) {
-    let exe = compile_c(dir, "widgets.c", &[]);
-    let trace = dir.join("w.hltrace");
-    let out = run_traced(dir, &trace, &exe, &["2000"]).ok("widgets under heaplens");
-    let t = truth(&out.stdout, "widgets");
+    let (trace, t) = traced_example(dir, "widgets.c", &["2000"]);
     (trace, num(&t, "made"), num(&t, "size"))
 }
 
@@ -220,10 +217,8 @@ fn several_metrics_from_one_replay_are_each_metrics_export() {
 #[test]
 fn a_block_of_5_gib_keeps_its_size_on_the_page() {
     let dir = WorkDir::new("view-huge");
-    let exe = compile_c(&dir, "huge_block.c", &[]);
-    let trace = dir.join("h.hltrace");
-    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("huge_block under heaplens");
-    let size = num(&truth(&out.stdout, "huge_block"), "size");
+    let (trace, t) = traced_example(&dir, "huge_block.c", &[]);
+    let size = num(&t, "size");
     let page = dir.join("view.html");
     heaplens(&dir, &["view", trace.to_str().unwrap(), "-o", page.to_str().unwrap()]).ok("heaplens view");
     let found = browse(&dir, &page, &dir.join("huge.png"), "allocate_five_gib");

@@ -64,10 +64,8 @@ impl View for Steps {
 #[test]
 fn every_blocks_lifetime_in_a_program_that_frees_after_known_steps() {
     let dir = WorkDir::new("view-api");
-    let prog = compile_c(&dir, "lifetimes.c", &[]);
-    let trace = dir.join("lifetimes.hltrace");
-    let out = run_traced(&dir, &trace, &prog, &[] as &[&str]).ok("lifetimes under heaplens");
-    let n = num(&truth(&out.stdout, "lifetimes"), "steps");
+    let (trace, t) = traced_example(&dir, "lifetimes.c", &[]);
+    let n = num(&t, "steps");
 
     let mut v = Steps::default();
     let t = replay(&trace, &mut v).expect("the trace replays");
@@ -120,10 +118,8 @@ fn two_views_share_one_pass_and_an_aggregated_trace_says_it_has_no_events() {
 #[test]
 fn the_lifetime_table_counts_steps_as_the_program_made_them() {
     let dir = WorkDir::new("lifetime-table");
-    let prog = compile_c(&dir, "lifetimes.c", &[]);
-    let trace = dir.join("lifetimes.hltrace");
-    let out = run_traced(&dir, &trace, &prog, &[] as &[&str]).ok("lifetimes under heaplens");
-    let n = num(&truth(&out.stdout, "lifetimes"), "steps");
+    let (trace, t) = traced_example(&dir, "lifetimes.c", &[]);
+    let n = num(&t, "steps");
 
     // The program, step by step: (allocations made so far) when each live block was allocated.
     let bucket = |v: u64| (64 - v.leading_zeros()) as usize;

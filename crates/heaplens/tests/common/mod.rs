@@ -300,6 +300,16 @@ pub fn traced_widgets(dir: &WorkDir, args: &[&str]) -> (PathBuf, PathBuf) {
     (exe, trace)
 }
 
+/// `examples/NAME.c` (`src`) built, run under heaplens with `args` into `NAME.hltrace`: the trace
+/// and the truth line the program prints (`NAME: key=value ...`).
+pub fn traced_example(dir: &WorkDir, src: &str, args: &[&str]) -> (PathBuf, BTreeMap<String, String>) {
+    let exe = compile_c(dir, src, &[]);
+    let name = src.trim_end_matches(".c");
+    let trace = dir.join(&format!("{name}.hltrace"));
+    let out = run_traced(dir, &trace, &exe, args).ok(&format!("{name} under heaplens"));
+    (trace, truth(&out.stdout, name))
+}
+
 /// `examples/diff_grow.c` built as `name` with `flags`, run under heaplens: the trace and the
 /// program's truth.
 pub fn traced_grow(dir: &WorkDir, name: &str, flags: &[&str]) -> (PathBuf, BTreeMap<String, String>) {
