@@ -321,9 +321,21 @@ pub fn export_to(trace: &Path, w: &mut dyn Write, opts: &Options) -> Result<Expo
         return Err(ExportError::Unsupported("this format into a stream (export it to a file)"));
     }
     let (t, by_thread) = heap_totals(trace, opts)?;
-    let stacks = by_stack(&by_thread);
-    let mut done = Exported { warnings: damage(&t), ..Exported::default() };
-    write_heap(w, trace, &t, (&by_thread, &stacks), opts, &mut done)
+    write_stream(w, trace, &t, &by_thread, &by_stack(&by_thread), opts)
+}
+
+/// Writes one heap export into `w` from the replay's totals, and flushes it: what
+/// [`export_to`] and [`export_metrics`] share.
+fn write_stream(
+    w: &mut dyn Write,
+    trace: &Path,
+    t: &Trace,
+    by_thread: &ByThread,
+    stacks: &[(u32, StackTotals)],
+    opts: &Options,
+) -> Result<Exported, ExportError> {
+    let mut done = Exported { warnings: damage(t), ..Exported::default() };
+    write_heap(w, trace, t, (by_thread, stacks), opts, &mut done)
         .and_then(|()| w.flush())
         .map_err(|reason| ExportError::Write { path: "-".into(), reason })?;
     Ok(done)
@@ -345,11 +357,8 @@ pub fn export_metrics(trace: &Path, format: Format, metrics: &[Metric]) -> Resul
     let stacks = by_stack(&by_thread);
     let mut out = Vec::new();
     for &metric in metrics {
-        let opts = Options { format, metric, progress: false };
         let mut w = Vec::new();
-        let mut done = Exported { warnings: damage(&t), ..Exported::default() };
-        write_heap(&mut w, trace, &t, (&by_thread, &stacks), &opts, &mut done)
-            .map_err(|reason| ExportError::Write { path: "-".into(), reason })?;
+        write_stream(&mut w, trace, &t, &by_thread, &stacks, &Options { format, metric, progress: false })?;
         out.push(w);
     }
     Ok(out)

@@ -32,8 +32,8 @@ pub fn execute(a: &ViewArgs) -> anyhow::Result<()> {
 
 fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
     let opts = options(&a.sites, &a.time, a.addresses)?;
-    // The report and the flame graphs (four replays) beside the page's own two passes: on
-    // another thread each, as they share nothing until the page is put together.
+    // The report and the flame graphs (three replays) beside the page's own two passes, on
+    // another thread: they share nothing until the page is put together.
     std::thread::scope(|scope| {
         let extras = std::thread::Builder::new()
             .name("heaplens-extras".into())

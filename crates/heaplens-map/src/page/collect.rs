@@ -25,7 +25,7 @@ pub struct Blocks {
     /// Blocks of the window, kept or not.
     pub in_window: u64,
     /// Blocks of no larger area than this are not kept (0: every block was).
-    pub min_area: f64,
+    min_area: f64,
     /// Each kept block's area: usable bytes (at least 1) times lifetime in ns (at least 1).
     area: Vec<f64>,
     /// Allocation time, ns since `t0`.
@@ -67,7 +67,8 @@ impl Blocks {
         }
         self.in_window += 1;
         let area = b.usable.max(1) as f64 * end.saturating_sub(b.ts).max(1) as f64;
-        if area <= self.min_area && self.min_area > 0.0 {
+        // Areas are at least 1, so a threshold of 0 lets every block in.
+        if area <= self.min_area {
             return;
         }
         let stack = match self.stack_index.get(&b.stack) {

@@ -141,7 +141,6 @@ pub fn page_data(path: &Path, o: &MapOptions, max_blocks: usize) -> Result<PageD
         "blocks": blocks.alloc_ns.len(),
         // Past `max_blocks`, the largest by area (see `collect.rs`).
         "blocks_in_window": blocks.in_window,
-        "min_area": blocks.min_area,
         "segments": axis.segments.iter().map(|g| json!({"lo": g.lo as f64, "hi": g.hi as f64, "y0": g.y0, "y1": g.y1})).collect::<Vec<_>>(),
         "stacks": stacks,
         // `short`: as the picture's legend shows it (the innermost frame kept, parameters cut).
