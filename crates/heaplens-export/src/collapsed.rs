@@ -9,7 +9,7 @@ use std::path::Path;
 
 use heaplens_interpret::load::StackTable;
 use heaplens_interpret::names::{for_line, for_xml};
-use heaplens_interpret::paths::{resolve, resolve_samples, FrameTable, Naming, Paths};
+use heaplens_interpret::paths::{resolve_named, resolve_samples, FrameTable, Naming, Paths};
 use heaplens_interpret::symbolize::{for_trace, Symbolizer};
 use heaplens_interpret::Trace;
 
@@ -17,16 +17,17 @@ use crate::totals::StackTotals;
 use crate::Metric;
 
 /// The folded line of every stack whose metric is not 0 (stacks whose functions are the same
-/// merged), with the symbolizer's warnings.
+/// merged), functions named as `naming` says, with the symbolizer's warnings.
 pub fn lines(
     path: &Path,
     t: &Trace,
     stacks: &[(u32, StackTotals)],
     metric: Metric,
     progress: bool,
+    naming: Naming,
 ) -> (Vec<(String, u64)>, Vec<String>) {
     let kept: Vec<(u32, u64)> = stacks.iter().map(|(id, s)| (*id, metric.of(s))).filter(|&(_, n)| n > 0).collect();
-    fold(path, t, &kept, |st, ids, sym| resolve(st, ids, sym, progress))
+    fold(path, t, &kept, |st, ids, sym| resolve_named(st, ids, sym, progress, naming))
 }
 
 /// The folded line of every CPU-sample stack of `by_stack` (`(stack id, samples)`), weighted by

@@ -40,6 +40,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use heaplens_interpret::cpu::CpuSamples;
+use heaplens_interpret::paths::Naming;
 use heaplens_interpret::view::replay_with_progress;
 use heaplens_interpret::{LoadError, Trace};
 
@@ -251,7 +252,10 @@ pub fn export_differential(base: &Path, trace: &Path, out: &Path, opts: &Options
     for t in [base, trace] {
         let (loaded, by_thread) = heap_totals(t, opts)?;
         done.warnings.extend(damage(&loaded).into_iter().map(|w| format!("{}: {w}", t.display())));
-        let (lines, warnings) = collapsed::lines(t, &loaded, &by_stack(&by_thread), opts.metric, opts.progress);
+        // Whole names: instantiations of one template that changed in opposite directions
+        // would cancel out under one elided name.
+        let naming = Naming { full_names: true, ..Naming::default() };
+        let (lines, warnings) = collapsed::lines(t, &loaded, &by_stack(&by_thread), opts.metric, opts.progress, naming);
         done.warnings.extend(warnings);
         folded.push(lines);
     }
@@ -413,7 +417,7 @@ fn write_heap(
         Format::Pprof => pprof::write(w, trace, t, by_thread, done),
         Format::Firefox | Format::Heaptrack | Format::Parquet => unreachable!("exported by their own functions"),
         Format::Collapsed | Format::Flamegraph | Format::Icicle => {
-            let folded = collapsed::lines(trace, t, stacks, opts.metric, opts.progress);
+            let folded = collapsed::lines(trace, t, stacks, opts.metric, opts.progress, Naming::default());
             write_folded(w, folded, trace, opts, done)
         }
     }

@@ -13,7 +13,11 @@
 //!   temporary file is removed); a process killed midway leaves the previous file too, and a
 //!   `.heaplens-*.tmp` beside it;
 //! - a path that exists and is not a regular file (a character device such as `/dev/null`, a
-//!   FIFO) is opened for writing as it is: never created, truncated, removed or renamed over.
+//!   FIFO) is opened for writing as it is: never created, truncated, removed or renamed over;
+//! - a path that names one of heaplens' own descriptors (`-`, `/dev/stdout`, `/dev/stderr`,
+//!   `/dev/fd/N`, `/proc/self/fd/N`, or a link to one) is written through that descriptor,
+//!   as a shell's `>` or `>>` opened it: a file it names is neither truncated nor replaced, and
+//!   the link is left alone.
 //!
 //! ```no_run
 //! use std::io::Write;
@@ -58,6 +62,12 @@ impl Output {
     /// non-regular `path` for writing.
     pub fn create(path: &Path, inputs: &[&Path]) -> io::Result<Output> {
         refuse_inputs(path, inputs)?;
+        if let Some(fd) = own_descriptor(path) {
+            // SAFETY: `fd` is open in this process (checked by `own_descriptor`) and only
+            // borrowed to be duplicated.
+            let f = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+            return Ok(Output { path: path.to_path_buf(), target: Target::InPlace(File::from(f)) });
+        }
         match std::fs::metadata(path) {
             Ok(m) if !m.is_file() && !m.is_dir() => {
                 let f = std::fs::OpenOptions::new().write(true).open(path)?;
@@ -117,6 +127,48 @@ impl Output {
             Target::InPlace(_) => Ok(()),
         }
     }
+}
+
+/// The descriptor of this process that `path` names, through any chain of symbolic links:
+/// `/dev/fd/N`, `/proc/self/fd/N`, `/proc/thread-self/fd/N` or `/proc/PID/fd/N` with this
+/// process's PID (`/dev/stdout` is a link to `/proc/self/fd/1`), and `-` for the standard
+/// output. `None` for any other path,
+/// and for a descriptor that is not open.
+///
+/// Such a path names an open file description, not a file: writing a new file and renaming
+/// it over the path would replace the link (or, followed, the file a shell opened for `>>`).
+pub fn own_descriptor(path: &Path) -> Option<std::os::fd::RawFd> {
+    if path == Path::new("-") {
+        return Some(1);
+    }
+    let mut p = std::path::absolute(path).ok()?;
+    for _ in 0..40 {
+        if let Some(fd) = descriptor_name(&p) {
+            // SAFETY: F_GETFD only asks whether the descriptor is open.
+            return (unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1).then_some(fd);
+        }
+        let next = std::fs::read_link(&p).ok()?;
+        p = match p.parent() {
+            Some(dir) => dir.join(next),
+            None => next,
+        };
+    }
+    None
+}
+
+/// `N` when `p` is spelled as one of this process's descriptor paths.
+fn descriptor_name(p: &Path) -> Option<std::os::fd::RawFd> {
+    use std::path::Component::Normal;
+    let parts: Vec<_> = p.components().filter_map(|c| if let Normal(s) = c { s.to_str() } else { None }).collect();
+    let n = match parts.as_slice() {
+        ["dev", "fd", n] => n,
+        ["proc", who, "fd", n] if *who == "self" || *who == "thread-self" || *who == std::process::id().to_string() => {
+            n
+        }
+        ["proc", "self", "task", _, "fd", n] => n,
+        _ => return None,
+    };
+    n.parse().ok().filter(|n: &std::os::fd::RawFd| *n >= 0)
 }
 
 /// Makes the directory `dir` (and its parents) for an output of several files, refusing it
@@ -188,6 +240,29 @@ mod tests {
             assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         }
         assert_eq!(std::fs::read(&input).unwrap(), b"trace");
+    }
+
+    #[test]
+    fn descriptor_paths_write_through_the_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log.txt");
+        std::fs::write(&log, b"before\n").unwrap();
+        let f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        let link = dir.path().join("mystdout");
+        std::os::unix::fs::symlink(format!("/proc/self/fd/{fd}"), &link).unwrap();
+        for p in [PathBuf::from(format!("/dev/fd/{fd}")), link.clone()] {
+            assert_eq!(own_descriptor(&p), Some(fd), "{}", p.display());
+            let out = Output::create(&p, &[]).unwrap();
+            out.file().unwrap().write_all(b"x\n").unwrap();
+            out.commit().unwrap();
+        }
+        assert_eq!(std::fs::read(&log).unwrap(), b"before\nx\nx\n");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(own_descriptor(Path::new("/dev/fd/987654")), None);
+        assert_eq!(own_descriptor(&log), None);
+        assert_eq!(own_descriptor(Path::new("/proc/1/fd/1")), None);
+        assert_eq!(own_descriptor(Path::new("-")), Some(1));
     }
 
     #[test]

@@ -423,6 +423,8 @@ pub enum Checkpoint {
     /// The process dies by a signal: in a signal handler, where the loader's lock may be held
     /// by the interrupted code (no module refresh).
     Signal,
+    /// `heaplens detach`: recording ends while the process goes on.
+    Detach,
 }
 
 /// Flushes every thread and writes the End block. Called once, at process exit.
@@ -468,6 +470,7 @@ pub fn checkpoint(why: Checkpoint) {
                 writer_cpu_ns: WRITER_CPU_NS.load(Ordering::Relaxed),
                 exec_unfollowed: why == Checkpoint::Exec && !crate::config().follow_children,
                 null_frees: thread::null_frees(),
+                detached: why == Checkpoint::Detach,
             };
             let _ = s.writer.write_block(BlockKind::End, &end.encode());
             let _ = s.writer.flush();

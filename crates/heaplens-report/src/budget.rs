@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::diff::Diff;
 use crate::model::{Metrics, Report};
+use heaplens_interpret::elide::elide_generics;
 use heaplens_interpret::names::for_terminal;
 
 use crate::render_text::human_bytes;
@@ -65,18 +66,21 @@ impl Verdict {
     /// build_index, 3.10 MiB)`.
     pub fn line(&self) -> String {
         let show = |v: f64| match self.unit {
+            _ if v.is_infinite() => "new (from 0)".to_string(),
             "bytes" => human_bytes(v as u64),
             "percent" => format!("{v:.1}%"),
             _ => format!("{v}"),
         };
+        let (mut value, mut limit) = (show(self.value), show(self.limit));
+        // Rounded alike, the two would not show why the budget broke.
+        if value == limit && self.value != self.limit {
+            (value, limit) = match self.unit {
+                "bytes" => (format!("{} B", self.value), format!("{} B", self.limit)),
+                _ => (format!("{}", self.value), format!("{}", self.limit)),
+            };
+        }
         let verdict = if self.holds { "within" } else { "over" };
-        let mut s = format!(
-            "{}: {}, {verdict} the budget of {} (--{})",
-            self.what,
-            show(self.value),
-            show(self.limit),
-            self.budget
-        );
+        let mut s = format!("{}: {value}, {verdict} the budget of {limit} (--{})", self.what, self.budget);
         if let Some(t) = &self.top {
             let mut amount = match t.unit {
                 "bytes" => human_bytes(t.amount),
@@ -85,7 +89,7 @@ impl Verdict {
             if self.unit == "percent" && self.budget == "max-growth" {
                 amount.push_str(" more");
             }
-            s.push_str(&format!("; most from {} ({amount})", for_terminal(&t.function)));
+            s.push_str(&format!("; most from {} ({amount})", for_terminal(&elide_generics(&t.function))));
         }
         s
     }

@@ -109,6 +109,13 @@ pub struct TraceInfo {
     /// is set, every count and byte total of the report is an unbiased estimate scaled up
     /// from the samples.
     pub sample_rate: u64,
+    /// Recording ended by `heaplens detach` (or the end of `heaplens attach`) while the process
+    /// went on: the blocks live then (`leaked_bytes`, the leak table) are live at the detach,
+    /// not leaks.
+    pub detached: bool,
+    /// The trace holds snapshots of counts per call stack (`heaplens run --aggregate`), not
+    /// events: temporaries, lifetimes and the bytes at the peak per stack are not recorded.
+    pub aggregated: bool,
     /// Allocation stacks whose trie nodes were missing (paths lack their outer frames).
     pub incomplete_stacks: u64,
     /// Symbolization problems (a module file missing or rebuilt since the run), one line each.
@@ -139,6 +146,9 @@ pub struct ProcessInfo {
     /// When recording started, nanoseconds since the Unix epoch (the process's start for
     /// `heaplens run`, the attach for `heaplens attach`; `null` when the Process block was lost).
     pub recording_start_unix_ns: Option<u64>,
+    /// When recording stopped, ns since the Unix epoch (the monitor's last End block; `null`
+    /// without one).
+    pub recording_stop_unix_ns: Option<u64>,
 }
 
 /// Totals over the whole run. For a sampled trace (`sample_rate` > 0) every count and byte

@@ -208,12 +208,17 @@ pub fn totals(r: &Report, out: &mut String) {
             human_ns(s.peak_time_ns)
         ),
     );
-    row(
-        out,
-        "leaked bytes",
-        s.leaked_bytes,
-        format!("({}) in {} blocks live at exit", human_bytes(s.leaked_bytes), s.leaked_objects),
-    );
+    if r.trace.detached {
+        let (b, n) = (human_bytes(s.leaked_bytes), s.leaked_objects);
+        row(out, "live at detach", s.leaked_bytes, format!("({b}) in {n} blocks (not leaks: the process went on)"));
+    } else {
+        row(
+            out,
+            "leaked bytes",
+            s.leaked_bytes,
+            format!("({}) in {} blocks live at exit", human_bytes(s.leaked_bytes), s.leaked_objects),
+        );
+    }
     if s.suppressed_objects > 0 {
         let what: Vec<String> = r
             .suppressions
@@ -237,8 +242,13 @@ pub fn totals(r: &Report, out: &mut String) {
             ),
         );
     }
-    let tpct = if s.allocations == 0 { 0.0 } else { s.temporary_allocations as f64 * 100.0 / s.allocations as f64 };
-    row(out, "temporary allocs", s.temporary_allocations, format!("({tpct:.1}% of allocations, freed right away)"));
+    if r.trace.aggregated {
+        let _ =
+            writeln!(out, "  {:<20} {:>14}  (an aggregated trace records no order of events)", "temporary allocs", "-");
+    } else {
+        let tpct = if s.allocations == 0 { 0.0 } else { s.temporary_allocations as f64 * 100.0 / s.allocations as f64 };
+        row(out, "temporary allocs", s.temporary_allocations, format!("({tpct:.1}% of allocations, freed right away)"));
+    }
     let _ = writeln!(out, "  {:<20} {:>14}", "run time", human_ns(s.runtime_ns));
     row(out, "threads", s.threads, String::new());
 }
@@ -257,13 +267,18 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
     if p.attached {
         let at = p.recording_start_unix_ns.map(utc).unwrap_or_else(|| "an unknown time".into());
         let _ = writeln!(out, "  recording            attached to the running process at {at}");
+        if let Some(stop) = p.recording_stop_unix_ns {
+            let why = if t.detached { "detached; the process went on" } else { "the process ended" };
+            let _ = writeln!(out, "                       stopped at {} ({why})", utc(stop));
+        }
     }
     let ended = match (p.exit_code, p.exit_signal) {
         (_, Some(sig)) => format!("killed by signal {sig}"),
         (Some(code), None) => format!("exited with status {code}"),
+        (None, None) if t.detached => "still running when recording stopped (detached)".into(),
         // `heaplens run` appends the Exit record for its own child only; a child of that
         // process that shut down cleanly still left the monitor's End record.
-        (None, None) if t.complete && p.attached => "recording stopped (detached, or the process exited)".into(),
+        (None, None) if t.complete && p.attached => "exited while attached (status not recorded)".into(),
         (None, None) if t.complete => "exited (status not recorded: not heaplens run's own child)".into(),
         (None, None) => "unknown (no exit record)".into(),
     };
@@ -356,15 +371,26 @@ fn more(out: &mut String, shown: usize, total: usize, what: &str) {
 }
 
 fn leaks(r: &Report, o: &TextOptions, out: &mut String) {
-    let _ = writeln!(out, "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)", o.leak_depth);
+    if r.trace.detached {
+        let _ = writeln!(
+            out,
+            "BLOCKS LIVE AT DETACH (not leaks: the process went on; by the last {} frames of their path)",
+            o.leak_depth
+        );
+    } else {
+        let _ =
+            writeln!(out, "MEMORY LEAK TABLE (blocks live at exit, by the last {} frames of their path)", o.leak_depth);
+    }
     estimates(r, out);
     if r.leaks.is_empty() {
-        let none = if r.suppressions.is_empty() {
-            "every tracked allocation was released"
+        let none = if r.trace.detached {
+            "none: every block allocated while recorded was released"
+        } else if r.suppressions.is_empty() {
+            "no leaks: every tracked allocation was released"
         } else {
-            "only suppressed blocks are live at exit"
+            "no leaks: only suppressed blocks are live at exit"
         };
-        let _ = writeln!(out, "  no leaks: {none}");
+        let _ = writeln!(out, "  {none}");
     } else {
         leak_rows(r, o, out);
     }

@@ -384,8 +384,8 @@ impl ExitRecord {
 }
 
 /// Counters the monitor writes in its End block. Payload: `events stacks dropped end_mono_ns
-/// samples_dropped sampler_ns writer_cpu_ns exec_unfollowed` (the last four absent from older
-/// traces, read as 0).
+/// samples_dropped sampler_ns writer_cpu_ns exec_unfollowed null_frees detached` (those after
+/// `end_mono_ns` absent from older traces, read as 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndRecord {
     /// Events written.
@@ -414,6 +414,9 @@ pub struct EndRecord {
     /// instead of recording each as an event (older traces hold them as deallocation events of
     /// address 0, and 0 here).
     pub null_frees: u64,
+    /// Written by `heaplens detach` (or at the end of `heaplens attach`): recording stopped
+    /// while the process went on, so blocks live then are not leaks.
+    pub detached: bool,
 }
 
 impl EndRecord {
@@ -430,6 +433,7 @@ impl EndRecord {
             self.writer_cpu_ns,
             u64::from(self.exec_unfollowed),
             self.null_frees,
+            u64::from(self.detached),
         ] {
             put(&mut o, v);
         }
@@ -453,6 +457,7 @@ impl EndRecord {
             writer_cpu_ns: c.var().unwrap_or(0),
             exec_unfollowed: c.var().unwrap_or(0) == 1,
             null_frees: c.var().unwrap_or(0),
+            detached: c.var().unwrap_or(0) == 1,
         })
     }
 }
@@ -473,6 +478,7 @@ mod tests {
             writer_cpu_ns: 67_890,
             exec_unfollowed: true,
             null_frees: 37,
+            detached: true,
         };
         assert_eq!(EndRecord::decode(&e.encode()).unwrap(), e);
         // A trace from before the CPU sampler: four fields, the rest read as 0.

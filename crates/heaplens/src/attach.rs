@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use heaplens_trace::{ATTACH_BUSY, ATTACH_NO_TRACE, ATTACH_OK};
 
+use crate::snapshot::{trace_of, writer_running};
 use crate::{AttachArgs, DetachArgs};
 
 /// How long gdb may take to load the monitor (it reads the symbols of every loaded library).
@@ -28,8 +29,6 @@ const GDB_LIMIT: Duration = Duration::from_secs(120);
 /// How long a detach may take: the monitor looks for the request every 50 ms, then writes out
 /// what it holds.
 const DETACH_LIMIT: Duration = Duration::from_secs(30);
-/// The name of the monitor's writer thread (`/proc/PID/task/*/comm`).
-const WRITER: &str = "heaplens-writer";
 
 /// What the checks found out about the process.
 struct Target {
@@ -75,8 +74,17 @@ fn check_target(pid: u32) -> Result<Target> {
             _ => {}
         }
     }
-    if let Some(tracer) = field("TracerPid:").filter(|t| t != "0") {
-        bail!("process {pid} is already traced by process {tracer} (a debugger?): ptrace is refused");
+    match tracer(pid) {
+        Some((t, _)) if attach_in_progress(pid) => {
+            bail!("another heaplens attach is loading its monitor into process {pid} (gdb, process {t})")
+        }
+        Some((t, comm)) => {
+            bail!("process {pid} is already traced by process {t} ({comm}, a debugger?): ptrace is refused")
+        }
+        None => {}
+    }
+    if field("State:").is_some_and(|s| s == "T") {
+        bail!("process {pid} is stopped (by a signal, such as Ctrl-Z): continue it first (kill -CONT {pid})");
     }
     let environ = std::fs::read(proc.join("environ"))
         .with_context(|| format!("cannot read the environment of process {pid}: ptrace is refused"))?;
@@ -87,7 +95,7 @@ fn check_target(pid: u32) -> Result<Target> {
     if under_run {
         bail!("process {pid} already runs under heaplens (heaplens run records it from its start)");
     }
-    if crate::snapshot::trace_of(pid).is_ok() {
+    if trace_of(pid).is_ok() {
         bail!("process {pid} is already attached (heaplens detach {pid} ends that first)");
     }
     let read_maps = || {
@@ -281,27 +289,69 @@ fn wait_output(mut child: std::process::Child, limit: Duration) -> Result<std::p
     }
 }
 
-/// Whether the monitor's writer thread runs in process `pid`.
-fn writer_running(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    tasks.flatten().any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == WRITER))
-}
-
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && (l.contains("Z") || l.contains("X"))))
+    state(pid).is_some_and(|s| s != "Z" && s != "X")
 }
 
-/// Asks the monitor writing `trace` in process `pid` to detach, and waits until it has: the
-/// request taken, the trace closed, the writer thread gone.
+/// Whether a `heaplens attach` is loading the monitor into `pid` now: its tracer is a gdb
+/// started by heaplens.
+fn attach_in_progress(pid: u32) -> bool {
+    let Some((t, comm)) = tracer(pid) else { return false };
+    let parent = std::fs::read_to_string(format!("/proc/{t}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok()));
+    let parent_comm = parent.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok()).unwrap_or_default();
+    comm == "gdb" && parent_comm.starts_with("heaplens")
+}
+
+/// The process tracing `pid` (its `TracerPid`) and its command name.
+fn tracer(pid: u32) -> Option<(u32, String)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let t: u32 = status.lines().find_map(|l| l.strip_prefix("TracerPid:"))?.trim().parse().ok()?;
+    (t != 0).then(|| (t, std::fs::read_to_string(format!("/proc/{t}/comm")).unwrap_or_default().trim_end().to_string()))
+}
+
+/// Whether process `pid` is stopped (by a signal, or a debugger).
+fn stopped(pid: u32) -> bool {
+    state(pid).is_some_and(|s| s == "T" || s == "t")
+}
+
+/// The state letter of process `pid` (`R`, `S`, `T`, `Z`, ...).
+fn state(pid: u32) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("State:")).and_then(|v| v.split_whitespace().next()).map(str::to_string)
+}
+
+/// How long a process may stay stopped while a detach waits for it.
+const STOPPED_LIMIT: Duration = Duration::from_secs(2);
+
+/// Asks the monitor writing `trace` in process `pid` to detach, and waits until it has: its
+/// writer thread gone, which it ends after putting the entries back and sealing the trace.
+/// (Not until the request file is gone: the monitor runs as the program's user, who may not
+/// remove a file root made in a sticky directory such as /tmp.)
+///
+/// # Errors
+/// When the request cannot be made, or the process does not detach in time. The request then
+/// stays in place, so that a process that was stopped detaches as soon as it continues.
 fn request_detach(pid: u32, trace: &Path) -> Result<()> {
     let request = heaplens_trace::detach_request_path(trace);
     std::fs::write(&request, b"").with_context(|| format!("cannot create {}", request.display()))?;
     let start = Instant::now();
-    while alive(pid) && (request.exists() || writer_running(pid)) {
+    let mut stopped_since: Option<Instant> = None;
+    while alive(pid) && writer_running(pid) {
+        stopped_since = if stopped(pid) { stopped_since.or(Some(Instant::now())) } else { None };
+        if stopped_since.is_some_and(|t| t.elapsed() > STOPPED_LIMIT) {
+            bail!(
+                "process {pid} is stopped (kill -CONT {pid} continues it): it goes on recording until it continues, then detaches ({} stays until then)",
+                request.display()
+            );
+        }
         if start.elapsed() > DETACH_LIMIT {
-            let _ = std::fs::remove_file(&request);
-            bail!("process {pid} did not detach within {} s (is it stopped?)", DETACH_LIMIT.as_secs());
+            bail!(
+                "process {pid} did not detach within {} s: it goes on recording; it detaches once its monitor sees {}",
+                DETACH_LIMIT.as_secs(),
+                request.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -344,6 +394,8 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
     let dest = crate::run::destination(&template, exe.as_deref())?;
     // Neither a name with %p (the monitor fills it in) nor the staged name may exist.
     let trace = heaplens_trace::naming::fill_pid(dest.monitor.as_os_str(), &pid.to_string());
+    // A request left by an earlier detach that timed out would end this recording at once.
+    let _ = std::fs::remove_file(heaplens_trace::detach_request_path(&trace));
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: installs a handler that only stores to an atomic.
         unsafe { libc::signal(sig, on_stop as *const () as libc::sighandler_t) };
@@ -365,7 +417,7 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
             break "the process exited";
         }
         // Detached by `heaplens detach` (the trace is no longer open in the process).
-        if !request.exists() && crate::snapshot::trace_of(pid).is_err() && !writer_running(pid) {
+        if !request.exists() && trace_of(pid).is_err() && !writer_running(pid) {
             break "detached";
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -414,8 +466,19 @@ pub fn execute_detach(a: &DetachArgs) -> Result<()> {
     if environ.split(|&b| b == 0).any(|v| v.starts_with(b"HEAPLENS_OUTPUT=")) {
         bail!("process {pid} runs under heaplens run, which records it until it exits");
     }
-    let trace = crate::snapshot::trace_of(pid)
-        .map_err(|_| anyhow::anyhow!("process {pid} is not attached (no heaplens trace open)"))?;
+    // A detach asked for while an attach loads the monitor waits for it to finish.
+    let start = Instant::now();
+    while attach_in_progress(pid) && start.elapsed() < GDB_LIMIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The monitor starts its writer just before gdb lets the process go.
+    let trace = loop {
+        match trace_of(pid) {
+            Ok(t) => break t,
+            Err(_) if start.elapsed() < Duration::from_millis(500) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => bail!("process {pid} is not attached (its monitor has no trace open)"),
+        }
+    };
     request_detach(pid, &trace)?;
     eprintln!("heaplens: detached from process {pid}; trace written to {}", trace.display());
     Ok(())

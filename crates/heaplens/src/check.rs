@@ -16,7 +16,8 @@ use crate::{parse_bytes, parse_percent, Format};
 /// The budgets, from the command line and a budgets file.
 #[derive(Args, Debug, Clone, Default, PartialEq)]
 pub struct BudgetArgs {
-    /// Fail when the peak bytes in use exceed SIZE (with units: 64MiB, 512KiB, 1GiB).
+    /// Fail when the peak bytes in use exceed SIZE (with units: 64MiB, 512KiB, 1.5GiB; KB, MB
+    /// and GB are powers of 1000).
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
     pub max_peak: Option<u64>,
     /// Fail when the bytes leaked (live at exit, suppressions apart) exceed SIZE.
@@ -132,12 +133,17 @@ impl BudgetArgs {
             no_leaks: self.no_leaks || file.no_leaks.unwrap_or(false),
             max_growth_percent: self.max_growth.or(percent(file.max_growth, "max_growth")?),
         };
-        let base = self.base.clone().or(file.base);
+        // A base named in the file is relative to the file, as the file travels with its
+        // repository and runs from any directory.
+        let file_dir = self.budgets.as_deref().and_then(Path::parent).unwrap_or(Path::new(""));
+        let base = self.base.clone().or(file.base.map(|b| file_dir.join(b)));
         if b == Budgets::default() {
             anyhow::bail!("no budget to check: give --max-peak, --max-leaked, --max-allocations, --max-temporary, --no-leaks, --max-growth or --budgets FILE");
         }
         if b.max_growth_percent.is_some() && base.is_none() {
-            anyhow::bail!("max_growth needs a base run: --base BASE");
+            anyhow::bail!(
+                "max_growth needs a base run: give --base BASE, or `base = \"BASE.hltrace\"` in the budgets file"
+            );
         }
         Ok((b, base))
     }
@@ -147,12 +153,39 @@ impl BudgetArgs {
 pub fn verdicts(trace: &Path, budgets: &BudgetArgs, attribution: &AttributionArgs) -> anyhow::Result<Vec<Verdict>> {
     let (b, base) = budgets.resolve()?;
     let opts = crate::diff::options(attribution, 5)?;
-    let new = crate::diff::analyze(trace, &opts)?;
+    let new = checkable(crate::diff::analyze(trace, &opts)?)?;
+    if b.max_temporary_percent.is_some() && new.trace.aggregated {
+        anyhow::bail!(
+            "cannot check --max-temporary on {}: an aggregated trace (heaplens run --aggregate) records no temporaries",
+            trace.display()
+        );
+    }
+    if (b.max_leaked.is_some() || b.no_leaks) && new.trace.detached {
+        anyhow::bail!(
+            "cannot check leaks on {}: recording stopped at a detach while the process went on, so no block is known to leak",
+            trace.display()
+        );
+    }
     let growth = match &base {
-        Some(base) => Some(heaplens_report::diff::diff(&crate::diff::analyze(base, &opts)?, &new)),
+        Some(base) => Some(heaplens_report::diff::diff(&checkable(crate::diff::analyze(base, &opts)?)?, &new)),
         None => None,
     };
     Ok(budget::check(&new, growth.as_ref(), &b))
+}
+
+/// `r`, unless its trace is damaged or was cut short: a budget checked on part of a run
+/// would pass what the whole run breaks.
+fn checkable(r: heaplens_report::model::Report) -> anyhow::Result<heaplens_report::model::Report> {
+    let t = &r.trace;
+    let dropped = t.dropped_events.unwrap_or(0) > 0;
+    if t.truncated || t.corrupt_blocks > 0 || t.malformed_blocks > 0 || !t.complete || dropped {
+        anyhow::bail!(
+            "cannot check {}: the trace is damaged or incomplete ({}), and budgets checked on part of a run prove nothing",
+            t.path,
+            heaplens_report::render_text::health_of(t)
+        );
+    }
+    Ok(r)
 }
 
 /// `FAIL  what...` / `ok    what...` per verdict, and a last line that counts them.

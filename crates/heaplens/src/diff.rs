@@ -40,6 +40,9 @@ pub fn options(attribution: &AttributionArgs, path_depth: usize) -> anyhow::Resu
         progress: io::stderr().is_terminal(),
         attribution: attribution.rule()?,
         profile: true,
+        // Matched by whole names: instantiations of one template that changed in opposite
+        // directions would cancel out under one elided name (the text elides where it can).
+        naming: heaplens_interpret::paths::Naming { full_names: true, ..Default::default() },
         ..Options::default()
     })
 }

@@ -19,7 +19,11 @@ mod report;
 mod run;
 mod snapshot;
 mod timeline;
+mod units;
 mod view;
+
+pub use units::{parse_bytes, parse_percent};
+use units::{parse_duration, parse_range, parse_size, parse_time};
 
 /// Heap allocation profiler for native programs on Linux.
 ///
@@ -507,43 +511,6 @@ fn parse_alpha(s: &str) -> Result<f32, String> {
     }
 }
 
-/// Parses a duration with a unit (ns, us, ms, s; nanoseconds without one).
-/// A duration: a plain number is seconds, else as [`parse_time`] (250ms, 1.5s).
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    match s.trim().parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok(std::time::Duration::from_secs_f64(secs)),
-        Ok(_) => Err(format!("`{s}` is not a duration")),
-        Err(_) => parse_time(s).map(std::time::Duration::from_nanos),
-    }
-}
-
-fn parse_time(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("`{s}` is not a time (try 250ms or 1.5s)"))?;
-    let mult = match unit.trim() {
-        "" | "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        _ => return Err(format!("unknown unit in `{s}` (use ns, us, ms or s)")),
-    };
-    Ok((n * mult).round() as u64)
-}
-
-/// Parses `LO-HI`, hexadecimal with or without `0x`.
-fn parse_range(s: &str) -> Result<(u64, u64), String> {
-    let bad = || format!("`{s}` is not an address range (try 0x55d0c0000000-0x55d0c1000000)");
-    let (lo, hi) = s.split_once('-').ok_or_else(bad)?;
-    let hex = |x: &str| u64::from_str_radix(x.trim().trim_start_matches("0x"), 16).map_err(|_| bad());
-    let (lo, hi) = (hex(lo)?, hex(hi)?);
-    if lo >= hi {
-        return Err(format!("`{s}`: the range is empty"));
-    }
-    Ok((lo, hi))
-}
-
 /// Export formats.
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExportFormat {
@@ -592,44 +559,9 @@ pub enum Format {
     Json,
 }
 
-/// Parses a byte count with an optional binary suffix (k/KiB, m/MiB, g/GiB).
+/// A regular expression (the regex crate's syntax).
 pub fn parse_regex(s: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(s).map_err(|e| e.to_string())
-}
-
-/// A size in bytes with an optional binary unit (`4096`, `512KiB`, `512k`, `64MiB`, `1GiB`).
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a size (try 524288 or 512KiB)"))?;
-    let mult = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("unknown unit in `{s}` (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    match parse_bytes(s)? {
-        0 => Err("the sampling rate must be at least 1 byte".into()),
-        v => Ok(v),
-    }
-}
-
-/// A percentage, `10%` or `10` (at least 0).
-pub fn parse_percent(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v: f64 =
-        t.strip_suffix('%').unwrap_or(t).trim().parse().map_err(|_| format!("`{s}` is not a percentage (try 10%)"))?;
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(format!("`{s}` is not a percentage of 0 or more"))
-    }
 }
 
 fn main() -> ExitCode {
@@ -673,41 +605,5 @@ fn main() -> ExitCode {
             eprintln!("heaplens: error: {}", heaplens_interpret::names::for_terminal(&format!("{e:#}")));
             ExitCode::from(2)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn times_and_ranges_parse() {
-        assert_eq!(super::parse_time("250ms"), Ok(250_000_000));
-        assert_eq!(super::parse_time("1.5s"), Ok(1_500_000_000));
-        assert_eq!(super::parse_time("2000"), Ok(2000));
-        assert!(super::parse_time("3 weeks").is_err());
-        assert_eq!(super::parse_range("0x10-0x20"), Ok((16, 32)));
-        assert!(super::parse_range("0x20-0x10").is_err());
-    }
-
-    #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
-        assert_eq!(parse_size("512k"), Ok(512 << 10));
-        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("").is_err());
-    }
-
-    #[test]
-    fn budgets_take_zero_and_percentages() {
-        assert_eq!(super::parse_bytes("0"), Ok(0));
-        assert_eq!(super::parse_bytes("64MiB"), Ok(64 << 20));
-        assert_eq!(super::parse_percent("10%"), Ok(10.0));
-        assert_eq!(super::parse_percent("2.5"), Ok(2.5));
-        assert!(super::parse_percent("-3%").is_err());
-        assert!(super::parse_percent("ten").is_err());
     }
 }

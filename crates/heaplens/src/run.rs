@@ -95,6 +95,14 @@ pub(crate) fn destination(template: &Path, program: Option<&Path>) -> Result<Des
         return Ok(Destination { monitor: template.to_path_buf(), replaces: None });
     }
     heaplens_output::refuse_inputs(template, program.as_slice()).with_context(cannot)?;
+    if heaplens_output::own_descriptor(template).is_some() {
+        // The monitor opens the path in the program, which would truncate what a shell's `>>`
+        // opened there, and the program's own output shares the descriptor.
+        anyhow::bail!(
+            "cannot write the trace to {}: it is one of heaplens' descriptors, which the program writes to too; give a file name",
+            template.display()
+        );
+    }
     match std::fs::metadata(template) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             OpenOptions::new().write(true).create_new(true).open(template).with_context(cannot)?;
@@ -105,6 +113,10 @@ pub(crate) fn destination(template: &Path, program: Option<&Path>) -> Result<Des
         Err(e) => Err(e).with_context(cannot),
         Ok(m) if m.is_dir() => anyhow::bail!("cannot write the trace {}: it is a directory", template.display()),
         Ok(m) if m.is_file() => {
+            // A link's target is what the user means: renaming over the link would make it a
+            // file of its own.
+            let replaces = std::fs::canonicalize(template).unwrap_or_else(|_| template.to_path_buf());
+            let dir = replaces.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(dir);
             // A name beside it nobody can guess, given to the monitor, which creates it anew.
             let staged = tempfile::Builder::new()
                 .prefix(".heaplens-")
@@ -114,7 +126,7 @@ pub(crate) fn destination(template: &Path, program: Option<&Path>) -> Result<Des
                 .into_temp_path();
             let monitor = staged.to_path_buf();
             staged.close().with_context(cannot)?;
-            Ok(Destination { monitor, replaces: Some(template.to_path_buf()) })
+            Ok(Destination { monitor, replaces: Some(replaces) })
         }
         Ok(_) => {
             let c = std::ffi::CString::new(template.as_os_str().as_bytes()).with_context(cannot)?;

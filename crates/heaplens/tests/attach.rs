@@ -312,3 +312,77 @@ fn refusals_are_one_line_and_leave_the_program_alone() {
     assert!(attached.status.success() && attached.stderr.contains("detached"), "{}", attached.show());
     assert_eq!(program.finish().status.code(), Some(5));
 }
+
+/// `kill -STOP` / `kill -CONT` on `pid`.
+fn signal(pid: u32, sig: &str) {
+    assert!(Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success(), "kill {sig} {pid}");
+}
+
+#[test]
+fn a_stopped_process_detaches_when_it_continues_and_its_live_blocks_are_no_leaks() {
+    let dir = WorkDir::new("attach-stopped");
+    need_ptrace!(dir);
+    let exe = loop_program(&dir);
+
+    // A process that has a trace open for reading is not attached: it is attached to.
+    let old = dir.join("old.hltrace");
+    std::fs::write(&old, b"not recorded by this process").unwrap();
+    let mut reader = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec 3<'{}'; exec '{}' loop 40000000", old.display(), exe.display()))
+        .current_dir(&dir.path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = reader.id();
+    std::thread::sleep(Duration::from_millis(400));
+    let out = heaplens(&dir, &["detach", &pid.to_string()]);
+    assert_one_line_error(&out, "detach from a process that only reads a trace");
+    assert!(out.stderr.contains("is not attached"), "{}", out.show());
+
+    // Stopped when the attach would begin: refused, untouched.
+    signal(pid, "-STOP");
+    std::thread::sleep(Duration::from_millis(100));
+    let out = attach(&dir, pid, &[]);
+    assert_refused(&out, "is stopped", pid);
+    signal(pid, "-CONT");
+
+    // Stopped when the detach comes: the attach says so, and the process detaches once it
+    // continues.
+    let trace = dir.join("stopped.hltrace");
+    let mut attached = attach_in_background(&dir, pid, &["-o", trace.to_str().unwrap(), "--duration", "1.5"]);
+    wait_attached(pid, &mut attached);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(pid, "-STOP");
+    let attached = wait_with_timeout(attached, "attach");
+    assert_eq!(attached.status.code(), Some(2), "{}", attached.show());
+    assert!(attached.stderr.contains("is stopped"), "{}", attached.show());
+    assert!(
+        std::fs::read_link(format!("/proc/{pid}/fd/3")).is_ok_and(|t| t == old),
+        "the program's own descriptor is there"
+    );
+    signal(pid, "-CONT");
+    let start = Instant::now();
+    // The monitor closes the trace, then removes the request it took.
+    while trace_open(pid).is_some_and(|t| t == trace) || heaplens_trace::detach_request_path(&trace).exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the monitor did not detach once the process continued");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // What the threads held at the detach is live at the detach, not leaked.
+    let v = report(&dir, &trace);
+    assert_eq!(at(&v, "trace/detached"), &serde_json::Value::Bool(true), "{v:#}");
+    assert!(u(&v, "summary/leaked_objects") > 0, "the threads hold blocks");
+    let text = heaplens(&dir, &["report", trace.to_str().unwrap()]).ok("report");
+    assert!(text.stdout.contains("BLOCKS LIVE AT DETACH (not leaks"), "{}", text.show());
+    assert!(text.stdout.contains("live at detach"), "{}", text.show());
+    assert!(!text.stdout.contains("MEMORY LEAK TABLE"), "{}", text.show());
+    assert!(text.stdout.contains("(detached; the process went on)"), "{}", text.show());
+    let check = heaplens(&dir, &["check", trace.to_str().unwrap(), "--no-leaks"]);
+    assert_eq!(check.status.code(), Some(2), "{}", check.show());
+    assert!(check.stderr.contains("cannot check leaks"), "{}", check.show());
+
+    let _ = reader.kill();
+    let _ = reader.wait();
+}

@@ -61,8 +61,14 @@ fn each_budget_holds_at_the_true_value_and_breaks_below_it() {
     // --no-leaks: widgets leaks its red widgets.
     let v = verdicts(&dir, &trace, &["--no-leaks"], 1);
     assert_eq!(at(&v, "budgets/0/value").as_f64(), Some(red as f64), "{v}");
-    // Sizes with units.
+    // Sizes with units, fractions, and decimal units as powers of 1000.
     assert_eq!(verdicts(&dir, &trace, &["--max-peak", "64MiB", "--max-leaked", "1MiB"], 0)["holds"], true);
+    let v = verdicts(&dir, &trace, &["--max-peak", "0.5MB", "--max-leaked", "1.5KiB"], 1);
+    assert_eq!(at(&v, "budgets/0/limit").as_f64(), Some(500_000.0), "{v}");
+    assert_eq!(at(&v, "budgets/1/limit").as_f64(), Some(1536.0), "{v}");
+    // One byte over: the line shows the bytes where rounding would show two equal numbers.
+    let out = check(&dir, &trace, &["--max-peak", &(peak - 1).to_string()]);
+    assert!(out.stdout.contains(&format!("{peak} B, over the budget of {} B", peak - 1)), "{}", out.stdout);
 
     // Temporaries: diff_grow's 350 of its allocations.
     let grow = compile_c(&dir, "diff_grow.c", &[]);
@@ -100,6 +106,14 @@ fn bad_input_exits_2_with_one_line() {
     let out = check(&dir, &trace, &["--max-peak", "12 parsecs"]);
     assert_eq!(out.status.code(), Some(2), "{}", out.show());
     assert!(out.stderr.contains("unknown unit in `12 parsecs`"), "{}", out.stderr);
+    // A trace cut short, or one the monitor never finished, is not checked: its numbers are
+    // part of a run's, which would pass budgets the whole run breaks.
+    let bytes = std::fs::read(&trace).unwrap();
+    let half = dir.join("half.hltrace");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
+    let out = check(&dir, &half, &["--max-peak", "1GiB"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stderr.contains("cannot check") && out.stderr.contains("TRUNCATED"), "{}", out.stderr);
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "max_peak = \"1MiB\"\nmax_peek = \"4MiB\"\n").unwrap();
     let out = check(&dir, &trace, &["--budgets", bad.to_str().unwrap()]);
@@ -183,4 +197,21 @@ fn run_check_runs_and_checks_in_one_step() {
     let out = heaplens(&dir, &["run", "--max-peak", "1MiB", "--", "true"]);
     assert_eq!(out.status.code(), Some(2), "{}", out.show());
     assert!(out.stderr.contains("--check"), "{}", out.stderr);
+}
+
+#[test]
+fn an_aggregated_trace_has_no_temporaries_to_check() {
+    let dir = WorkDir::new("check-aggregate");
+    let exe = compile_c(&dir, "diff_grow.c", &[]);
+    let trace = dir.join("agg.hltrace");
+    let out = heaplens(&dir, &["run", "-q", "--aggregate", "-o", trace.to_str().unwrap(), "--", exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", out.show());
+    let out = check(&dir, &trace, &["--max-temporary", "1%"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert_one_line_error(&out, "--max-temporary on an aggregated trace");
+    assert!(out.stderr.contains("records no temporaries"), "{}", out.stderr);
+    // The other budgets hold there as anywhere.
+    assert_eq!(verdicts(&dir, &trace, &["--max-allocations", "1000000"], 0)["holds"], true);
+    let text = heaplens(&dir, &["report", trace.to_str().unwrap()]).ok("report");
+    assert!(text.stdout.contains("an aggregated trace records no order of events"), "{}", text.stdout);
 }

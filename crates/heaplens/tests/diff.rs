@@ -194,3 +194,51 @@ fn a_process_tree_compares_summed() {
     let f = row(&d, "functions/grew", &["allocate_blocks"]).expect("allocate_blocks grew");
     assert_eq!((i(f, "change/calls"), i(f, "change/bytes")), (calls as i64, bytes as i64), "{f}");
 }
+
+#[test]
+fn template_instantiations_are_told_apart_and_runtime_buffers_are_no_leaks() {
+    let dir = WorkDir::new("diff-templates");
+    // fill<int> and fill<long> change in opposite directions: under one elided name,
+    // `fill<…>(int)`, they would cancel out.
+    let src = dir.join("tpl.cpp");
+    std::fs::write(
+        &src,
+        "#include <cstdio>\n\
+         template <class T> __attribute__((noinline)) void fill(int n) {\n\
+           for (int i = 0; i < n; i++) { T *p = new T[4]; p[0] = 1; delete[] p; }\n\
+         }\n\
+         int main(int argc, char **) {\n\
+           fill<int>(A); fill<long>(B);\n\
+           if (argc > 1) std::printf(\"said something\\n\");\n\
+           return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    let s = src.to_str().unwrap();
+    let one = compile(&dir, "g++", s, "tpl1", &["-O0", "-g", "-DA=100", "-DB=200"]);
+    let two = compile(&dir, "g++", s, "tpl2", &["-O0", "-g", "-DA=200", "-DB=150"]);
+    let (a, b) = (dir.join("a.hltrace"), dir.join("b.hltrace"));
+    run_traced(&dir, &a, &one, &[] as &[&str]).ok("tpl1");
+    // The second run prints: the C library's stdout buffer stays allocated, by design.
+    run_traced(&dir, &b, &two, &["speak"]).ok("tpl2");
+    let d = diff_json(&dir, &a, &b);
+    let grew = row(&d, "functions/grew", &["void fill<int>(int)"]).unwrap_or_else(|| panic!("fill<int> grew: {d}"));
+    assert_eq!((i(grew, "change/calls"), i(grew, "change/bytes")), (100, 1600), "{grew}");
+    let shrank =
+        row(&d, "functions/shrank", &["void fill<long>(int)"]).unwrap_or_else(|| panic!("fill<long> shrank: {d}"));
+    assert_eq!((i(shrank, "change/calls"), i(shrank, "change/bytes")), (-50, -1600), "{shrank}");
+    assert_eq!(i(summary(&d, "leaked_bytes"), "change"), 0, "{d}");
+    for side in ["functions/grew", "functions/shrank", "paths/grew", "paths/shrank"] {
+        for r in arr(&d, side) {
+            assert_eq!(i(r, "change/leaked_bytes"), 0, "the stdout buffer is suppressed, not leaked: {r}");
+        }
+    }
+    let text = heaplens(&dir, &["diff".as_ref(), a.as_os_str(), b.as_os_str()]).ok("diff").stdout;
+    assert!(text.contains("fill<int>(int)") && text.contains("fill<long>(int)"), "{text}");
+    // The differential flame graph's input keeps them apart too.
+    let folded = dir.join("change.folded");
+    export_change(&dir, (&a, &b), "collapsed", &folded);
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    assert!(folded.lines().any(|l| l.ends_with("fill<int>(int) 1600 3200")), "{folded}");
+    assert!(folded.lines().any(|l| l.ends_with("fill<long>(int) 6400 4800")), "{folded}");
+}

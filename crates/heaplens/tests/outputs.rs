@@ -154,6 +154,44 @@ fn devices_are_written_in_place() {
 }
 
 #[test]
+fn descriptor_paths_write_through_the_shells_descriptor() {
+    let dir = WorkDir::new("descriptors");
+    let exe = argv_hex(&dir);
+    let trace = dir.join("t.hltrace");
+    run_traced(&dir, &trace, &exe, &["x"]).ok("heaplens run");
+    let log = dir.join("log.txt");
+    std::fs::write(&log, "before\n").unwrap();
+    // A link of the user's own to the standard output, as /dev/stdout is the system's.
+    let link = dir.join("mystdout");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
+    for out in ["/dev/stdout", "-", link.to_str().unwrap()] {
+        // `>> log.txt`: what heaplens writes goes after what is there.
+        let script = format!(
+            "{{ echo appended; '{}' export '{}' --format collapsed -o '{out}'; echo after; }} >> '{}'",
+            heaplens_exe().display(),
+            trace.display(),
+            log.display()
+        );
+        let mut sh = Command::new("sh");
+        sh.arg("-c").arg(script);
+        let o = run_cmd(sh, &dir.path);
+        assert!(o.status.success(), "export -o {out}\n{}", o.show());
+    }
+    let folded = dir.join("ref.folded");
+    write_cmd(&dir, &["export", "--format", "collapsed"], &trace, &folded).ok("export to a file");
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    assert!(!folded.is_empty());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text, format!("before\n{}", format!("appended\n{folded}after\n").repeat(3)));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is still a link");
+    assert!(std::fs::symlink_metadata("/dev/stdout").unwrap().file_type().is_symlink());
+    // The trace is never written to a descriptor the program shares.
+    let o = heaplens(&dir, &[OsStr::new("run"), "-o".as_ref(), "/dev/stdout".as_ref(), "--".as_ref(), exe.as_os_str()]);
+    assert_one_line_error(&o, "run -o /dev/stdout");
+    assert!(o.stderr.contains("one of heaplens' descriptors"), "{}", o.show());
+}
+
+#[test]
 fn arguments_that_are_not_utf8_reach_the_program() {
     let dir = WorkDir::new("argv-bytes");
     let exe = argv_hex(&dir);

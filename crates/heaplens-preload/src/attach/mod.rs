@@ -203,7 +203,7 @@ fn detach() {
     let settled = sampling && cpu::attached::stop();
     got::restore();
     if crate::STATE.swap(crate::DONE, Ordering::AcqRel) != crate::DONE {
-        output::checkpoint(output::Checkpoint::Exit);
+        output::checkpoint(output::Checkpoint::Detach);
     }
     if sampling {
         cpu::attached::finish(settled);

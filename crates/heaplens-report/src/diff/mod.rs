@@ -18,7 +18,7 @@ use crate::model::{Metrics, Profile, ProfileRow, Report};
 #[derive(Debug, Clone, Serialize)]
 pub struct SummaryChange {
     /// What it counts (`allocations`, `bytes_allocated`, `peak_bytes`, `leaked_bytes`,
-    /// `temporary_allocations`, `runtime_ns`).
+    /// `temporary_allocations` (left out when either trace is aggregated), `runtime_ns`).
     pub name: &'static str,
     /// The base run's.
     pub base: u64,
@@ -132,14 +132,17 @@ pub fn diff(base: &Report, new: &Report) -> Diff {
         let change = y as i64 - x as i64;
         SummaryChange { name, base: x, new: y, change, percent: percent(x, change) }
     };
-    let summary = vec![
+    let mut summary = vec![
         line("allocations", a.allocations, b.allocations),
         line("bytes_allocated", a.bytes_allocated, b.bytes_allocated),
         line("peak_bytes", a.peak_bytes, b.peak_bytes),
         line("leaked_bytes", a.leaked_bytes, b.leaked_bytes),
-        line("temporary_allocations", a.temporary_allocations, b.temporary_allocations),
-        line("runtime_ns", a.runtime_ns, b.runtime_ns),
     ];
+    // An aggregated trace records no temporaries: its 0 is not a count.
+    if !base.trace.aggregated && !new.trace.aggregated {
+        summary.push(line("temporary_allocations", a.temporary_allocations, b.temporary_allocations));
+    }
+    summary.push(line("runtime_ns", a.runtime_ns, b.runtime_ns));
     let empty = Profile { functions: Vec::new(), paths: Vec::new(), peak_known: false, depth: 0 };
     let (pa, pb) = (base.profile.as_ref().unwrap_or(&empty), new.profile.as_ref().unwrap_or(&empty));
     let peak_compared = pa.peak_known && pb.peak_known;

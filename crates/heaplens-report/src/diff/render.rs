@@ -5,6 +5,9 @@
 use std::fmt::Write;
 
 use super::{Change, Changes, Diff, SummaryChange};
+use std::collections::{HashMap, HashSet};
+
+use heaplens_interpret::elide::elide_generics;
 use heaplens_interpret::names::for_terminal;
 
 use crate::render_text::{human_bytes, human_ns, terminal_lines};
@@ -51,7 +54,34 @@ fn summary_line(out: &mut String, s: &SummaryChange) {
     let _ = writeln!(out, "  {label:<22} {:>14} {:>14}  {change}", show(s.base), show(s.new));
 }
 
-fn rows(out: &mut String, title: &str, rows: &[Change], top: usize, peak: bool, path: bool) {
+/// How names are shown: template and generic arguments elided ([`elide_generics`]) where
+/// that names one function of the diff, whole where two would read alike.
+struct Names(HashMap<String, usize>);
+
+impl Names {
+    fn of(d: &Diff) -> Self {
+        let mut whole: HashSet<&str> = HashSet::new();
+        for c in [&d.functions, &d.paths] {
+            for r in c.grew.iter().chain(&c.shrank) {
+                whole.extend(r.key.iter().map(String::as_str));
+            }
+        }
+        let mut short: HashMap<String, usize> = HashMap::new();
+        for name in whole {
+            *short.entry(elide_generics(name).into_owned()).or_default() += 1;
+        }
+        Names(short)
+    }
+
+    fn show(&self, name: &str) -> String {
+        let short = elide_generics(name);
+        let name = if self.0.get(short.as_ref()).copied().unwrap_or(0) > 1 { name } else { &short };
+        // Each name escaped alone: a line end in one would split the table's row.
+        for_terminal(name).into_owned()
+    }
+}
+
+fn rows(out: &mut String, names: &Names, title: &str, rows: &[Change], top: usize, peak: bool, path: bool) {
     if rows.is_empty() {
         return;
     }
@@ -77,8 +107,7 @@ fn rows(out: &mut String, title: &str, rows: &[Change], top: usize, peak: bool, 
             with_percent(b.calls, c.calls),
             peak_cell,
             with_percent(b.leaked_bytes, c.leaked_bytes),
-            // Each name escaped alone: a line end in one would split the table's row.
-            r.key.iter().map(|k| for_terminal(k)).collect::<Vec<_>>().join(" > ")
+            r.key.iter().map(|k| names.show(k)).collect::<Vec<_>>().join(" > ")
         );
     }
     if rows.len() > n {
@@ -86,9 +115,9 @@ fn rows(out: &mut String, title: &str, rows: &[Change], top: usize, peak: bool, 
     }
 }
 
-fn both(out: &mut String, what: &str, c: &Changes, top: usize, peak: bool, path: bool) {
-    rows(out, &format!("{what} THAT GREW"), &c.grew, top, peak, path);
-    rows(out, &format!("{what} THAT SHRANK"), &c.shrank, top, peak, path);
+fn both(out: &mut String, names: &Names, what: &str, c: &Changes, top: usize, peak: bool, path: bool) {
+    rows(out, names, &format!("{what} THAT GREW"), &c.grew, top, peak, path);
+    rows(out, names, &format!("{what} THAT SHRANK"), &c.shrank, top, peak, path);
 }
 
 /// The diff as text: at most `top` rows per table (0: all).
@@ -109,9 +138,11 @@ pub fn render(d: &Diff, top: usize) -> String {
     if !d.peak_compared {
         let _ = writeln!(out, "Bytes at the peak are not compared: a trace was sampled or aggregated.");
     }
-    both(&mut out, "FUNCTIONS", &d.functions, top, d.peak_compared, false);
+    let names = Names::of(d);
+    both(&mut out, &names, "FUNCTIONS", &d.functions, top, d.peak_compared, false);
     both(
         &mut out,
+        &names,
         &format!("CALL PATHS (the innermost {} frames)", d.path_depth),
         &d.paths,
         top,

@@ -1,7 +1,7 @@
 //! The profile a diff compares (`heaplens diff`): per function (attributed as the direct table
 //! attributes) and per call path (the innermost frames of the attributed path, as the leak
 //! table groups them), four numbers each: bytes allocated, allocations, bytes in use at the
-//! peak and bytes live at exit. Keys are symbolized names only, never addresses or modules, so
+//! peak and bytes leaked (live at exit, suppressions apart). Keys are symbolized names only, never addresses or modules, so
 //! that two builds of one program (moved code, another file name, ASLR) match.
 
 use rustc_hash::FxHashMap as HashMap;
@@ -43,11 +43,13 @@ pub fn profile(inp: Inputs<'_>, at_peak: Option<&IdMap<u32, u64>>, depth: usize)
         if s.allocs == 0.0 && peak == 0.0 {
             continue;
         }
+        // Blocks a suppression covers are not leaks, as in the summary and the leak table.
+        let leaked = if inp.paths.suppression(i).is_some() { 0.0 } else { s.kept_bytes };
         let add = |a: &mut Acc| {
             a.bytes += s.bytes;
             a.calls += s.allocs;
             a.peak += peak;
-            a.leaked += s.kept_bytes;
+            a.leaked += leaked;
             a.temporary += s.temporary;
         };
         let path = inp.paths.get(i);

@@ -22,6 +22,8 @@ pub fn trace_info(t: &Trace, r: &Replay, incomplete_stacks: u64) -> TraceInfo {
         events: r.events,
         exec_unfollowed: t.end.is_some_and(|e| e.exec_unfollowed),
         sample_rate: r.sample_rate,
+        detached: t.end.is_some_and(|e| e.detached),
+        aggregated: t.aggregate.is_some(),
         incomplete_stacks,
         symbol_warnings: Vec::new(),
     }
@@ -40,6 +42,11 @@ pub fn process_info(t: &Trace) -> ProcessInfo {
         thread_names: t.thread_names.iter().map(|n| (n.tid, n.name.clone())).collect(),
         attached: p.attached,
         recording_start_unix_ns: t.process.as_ref().map(|p| p.start_unix_ns),
+        recording_stop_unix_ns: t
+            .process
+            .as_ref()
+            .zip(t.end)
+            .map(|(p, e)| p.start_unix_ns.saturating_add(e.end_mono_ns.saturating_sub(p.start_mono_ns))),
     }
 }
 

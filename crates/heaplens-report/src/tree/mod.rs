@@ -167,7 +167,22 @@ pub fn merge(reports: &[Report]) -> TreeReport {
         profile: sum_profiles(reports, peak),
         summary,
     };
-    merged.trace.events = reports.iter().map(|r| r.trace.events).sum();
+    // The tree is as damaged as its worst trace.
+    let t = &mut merged.trace;
+    for r in &reports[1..] {
+        let o = &r.trace;
+        t.truncated |= o.truncated;
+        t.corrupt_blocks += o.corrupt_blocks;
+        t.malformed_blocks += o.malformed_blocks;
+        t.complete &= o.complete;
+        t.dropped_events = match (t.dropped_events, o.dropped_events) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        t.aggregated |= o.aggregated;
+        t.incomplete_stacks += o.incomplete_stacks;
+    }
+    t.events = reports.iter().map(|r| r.trace.events).sum();
     TreeReport { processes, peak_pid: peak.process.pid, merged }
 }
 
