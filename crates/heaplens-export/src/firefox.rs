@@ -69,7 +69,7 @@ impl<'t> Firefox<'t> {
     pub fn new(t: &'t Trace, sym: Box<dyn Symbolizer>) -> Self {
         let (name, pid, start_unix, start_ns) = match &t.process {
             Some(p) => {
-                let name = p.exe.rsplit('/').next().unwrap_or(&p.exe).to_string();
+                let name = p.exe.file_name().unwrap_or(p.exe.as_os_str()).to_string_lossy().into_owned();
                 (name, p.pid, p.start_unix_ns, p.start_mono_ns)
             }
             None => ("program".to_string(), 0, 0, 0),
@@ -123,7 +123,9 @@ impl<'t> Firefox<'t> {
         let (frames, paths) = resolve_samples(&trace.stacks, &ids, self.sym.as_mut(), progress, naming);
         let category: CategoryPairHandle = self.profile.add_category("CPU", CategoryColor::Blue).into();
         let pid = trace.process.as_ref().map(|p| p.pid);
-        let program = trace.process.as_ref().map_or("program", |p| p.exe.rsplit('/').next().unwrap_or(&p.exe));
+        let program: String = trace.process.as_ref().map_or("program".into(), |p| {
+            p.exe.file_name().unwrap_or(p.exe.as_os_str()).to_string_lossy().into_owned()
+        });
         for th in &samples.threads {
             let Some(first) = th.samples.first() else { continue };
             let thread = if Some(th.tid) == pid {
@@ -133,7 +135,7 @@ impl<'t> Firefox<'t> {
                 let h = self.profile.add_thread(self.process, th.tid, start, false);
                 // The last name the thread was given; a thread never named has the program's.
                 let name = trace.thread_names.iter().rev().find(|n| n.tid == th.tid).map(|n| n.name.as_str());
-                self.profile.set_thread_name(h, name.unwrap_or(program));
+                self.profile.set_thread_name(h, name.unwrap_or(&program));
                 h
             };
             // The profile's stacks are per thread: interned again on each.

@@ -59,7 +59,7 @@ impl<'t, W: Write> Heaptrack<'t, W> {
     pub fn new(mut out: W, t: &'t Trace, sym: Box<dyn Symbolizer>) -> io::Result<Self> {
         writeln!(out, "v {HEAPTRACK_VERSION:x} {FILE_VERSION:x}")?;
         if let Some(p) = &t.process {
-            let cmdline = if p.argv.is_empty() { p.exe.clone() } else { p.argv.join(" ") };
+            let cmdline = if p.argv.is_empty() { p.exe.to_string_lossy().into_owned() } else { p.argv.join(" ") };
             writeln!(out, "X {}", for_terminal(&cmdline))?;
         }
         let start_ns = t.process.as_ref().map_or(0, |p| p.start_mono_ns);

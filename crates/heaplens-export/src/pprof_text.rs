@@ -53,7 +53,11 @@ pub fn write(w: &mut dyn Write, t: &Trace, stacks: &[(u32, StackTotals)], done: 
             // address the debug information knows.
             let offset = start - m.base;
             // The path runs to the end of the line.
-            writeln!(w, "{start:x}-{end:x} {perms} {offset:08x} 00:00 0          {}", for_line(&m.path))?;
+            writeln!(
+                w,
+                "{start:x}-{end:x} {perms} {offset:08x} 00:00 0          {}",
+                for_line(&m.path.to_string_lossy())
+            )?;
         }
     }
     Ok(())
@@ -64,7 +68,7 @@ pub fn write(w: &mut dyn Write, t: &Trace, stacks: &[(u32, StackTotals)], done: 
 pub fn live_modules(records: &[ModuleRecord]) -> Vec<&ModuleRecord> {
     let mut by_base: std::collections::BTreeMap<u64, &ModuleRecord> = Default::default();
     // Files only: the vDSO has no file for pprof to read.
-    for m in records.iter().filter(|m| m.loaded && m.path.starts_with('/')) {
+    for m in records.iter().filter(|m| m.loaded && m.path.is_absolute()) {
         by_base.insert(m.base, m);
     }
     by_base.into_values().collect()

@@ -47,6 +47,13 @@ pub fn elide_generics(name: &str) -> Cow<'_, str> {
                 // after a name or `::` (a turbofish) come arguments.
                 let prev = name[..i].chars().last();
                 let path_start = matches!(prev, None | Some('(' | ' ' | '<'));
+                let after_name = prev.is_some_and(|p| p.is_ascii_alphanumeric() || p == '_' || p == ':');
+                if !path_start && !after_name && !hidden(&stack) {
+                    // Not a bracket: an odd symbol's own character (`a<<b`, `x><y`).
+                    out.push('<');
+                    i += 1;
+                    continue;
+                }
                 let kind = if path_start && !hidden(&stack) { Bracket::QualifiedSelf } else { Bracket::Arguments };
                 if !hidden(&stack) {
                     out.push_str(if kind == Bracket::Arguments { "<…" } else { "<" });
@@ -74,8 +81,11 @@ fn is_ident(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
-/// `unsigned long std::f<…>(int)` is `std::f<…>(int)`: the last space before the first `::`
-/// or `(` outside brackets ends a template function's return type.
+/// `unsigned long std::f<…>(int)` is `std::f<…>(int)`, and `std::shared_ptr<…>
+/// std::make_shared<…>()` is `std::make_shared<…>()`: the last space outside brackets before
+/// the parameter list ends a template function's return type (the return type may be
+/// qualified itself). A conversion operator's type (`operator unsigned long()`) is no return
+/// type; a name without a parameter list is left whole.
 fn strip_return_type(s: String) -> String {
     let mut depth = 0i32;
     let mut cut = None;
@@ -83,16 +93,24 @@ fn strip_return_type(s: String) -> String {
         match c {
             '<' | '[' | '{' => depth += 1,
             '>' | ']' | '}' => depth -= 1,
-            '(' | ':' if depth == 0 => break,
-            // `operator new(unsigned long)` has no return type.
-            ' ' if depth == 0 && !s[..i].ends_with("operator") => cut = Some(i + 1),
+            '(' if depth == 0 => {
+                return match cut {
+                    Some(at) => s[at..].to_string(),
+                    None => s,
+                };
+            }
+            // `operator new(unsigned long)`, `operator unsigned long()`: no return type after it.
+            'o' if depth == 0 && s[i..].starts_with("operator") && (i == 0 || !is_ident(s.as_bytes()[i - 1])) => {
+                return match cut {
+                    Some(at) => s[at..].to_string(),
+                    None => s,
+                };
+            }
+            ' ' if depth == 0 => cut = Some(i + 1),
             _ => {}
         }
     }
-    match cut {
-        Some(i) => s[i..].to_string(),
-        None => s,
-    }
+    s
 }
 
 #[cfg(test)]
@@ -112,6 +130,12 @@ mod tests {
         assert_eq!(e("std::function<void (int)>::operator()(int) const"), "std::function<…>::operator()(int) const");
         assert_eq!(e("make_block()"), "make_block()");
         assert_eq!(e("operator new(unsigned long)"), "operator new(unsigned long)");
+        assert_eq!(
+            e("std::shared_ptr<std::array<char, 200ul> > std::make_shared<std::array<char, 200ul>>()"),
+            "std::make_shared<…>()"
+        );
+        assert_eq!(e("Foo<int>::operator unsigned long() const"), "Foo<…>::operator unsigned long() const");
+        assert_eq!(e("</script><script>alert(1)</script>"), "</script><script>alert(1)</script>");
     }
 
     #[test]

@@ -206,7 +206,11 @@ impl Follower {
                 self.rounds.make(self.follow.trace())
             }
             Err(e) => Screen {
-                note: Some(format!("waiting for the trace {}: {}", self.rounds.path.display(), e)),
+                note: Some(if self.rounds.path.exists() {
+                    format!("waiting for the trace {}: {}", self.rounds.path.display(), e)
+                } else {
+                    format!("waiting for the trace {} to appear", self.rounds.path.display())
+                }),
                 old_after_ns: self.rounds.options.old_after_ns,
                 sort: self.rounds.options.sort,
                 ..Screen::default()
@@ -225,7 +229,7 @@ impl Rounds {
         let top = self.options.top;
         let (program, attached, start) = match &trace.process {
             Some(p) => {
-                let name = p.argv.first().cloned().unwrap_or_else(|| p.exe.clone());
+                let name = p.argv.first().cloned().unwrap_or_else(|| p.exe.to_string_lossy().into_owned());
                 (format!("{} (pid {})", for_terminal(&name), p.pid), p.attached, p.start_mono_ns)
             }
             None => ("?".into(), false, t.first_ts),
@@ -310,8 +314,11 @@ impl Rounds {
     /// the rows of one site's stacks added up.
     fn by_site(&mut self, trace: &Trace, mut stacks: Vec<(u32, SiteRow)>, sort: Sort) -> Vec<SiteRow> {
         let top = self.options.top;
-        stacks.retain(|(_, r)| r.key(sort) > 0);
-        stacks.sort_by(|a, b| b.1.key(sort).cmp(&a.1.key(sort)).then(b.1.blocks.cmp(&a.1.blocks)).then(a.0.cmp(&b.0)));
+        // A site that holds nothing now but allocates fast is still shown (below those that
+        // hold bytes): short-lived blocks are often what a live view is watched for.
+        let order = |r: &SiteRow| (r.key(sort), r.rate, r.total, r.blocks);
+        stacks.retain(|(_, r)| r.bytes > 0 || r.rate > 0 || r.total > 0);
+        stacks.sort_by(|a, b| order(&b.1).cmp(&order(&a.1)).then(a.0.cmp(&b.0)));
         // Stacks of one site add up: take more stacks than rows.
         stacks.truncate(top * 8);
         self.name(trace, stacks.iter().map(|r| r.0));
@@ -323,7 +330,7 @@ impl Rounds {
                 None => by_site.push(SiteRow { site, ..row }),
             }
         }
-        by_site.sort_by(|a, b| b.key(sort).cmp(&a.key(sort)).then(a.site.cmp(&b.site)));
+        by_site.sort_by(|a, b| order(b).cmp(&order(a)).then(a.site.cmp(&b.site)));
         by_site.truncate(top);
         by_site
     }

@@ -236,7 +236,7 @@ pub fn map_file(path: &Path, o: &MapOptions) -> Result<Map, MapError> {
         .collect();
     let title = format!(
         "heaplens map: {}",
-        trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.clone())
+        trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.to_string_lossy().into_owned())
     );
     let (scene, area) = compose::compose(&compose::Parts {
         title: &title,
@@ -327,7 +327,7 @@ pub fn timeline_file(path: &Path, o: &MapOptions) -> Result<TimelinePicture, Map
     let peak_col = (((tl.peak.1 - t0) as f64 / (t1 - t0) as f64 * o.width as f64) as usize).min(o.width - 1);
     let title = format!(
         "heaplens timeline: {}",
-        trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.clone())
+        trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.to_string_lossy().into_owned())
     );
     let (scene, area) = compose::compose_timeline(&compose::TimelineParts {
         title: &title,

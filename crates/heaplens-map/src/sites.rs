@@ -106,8 +106,8 @@ impl<'a> OwnFrames<'a> {
             .iter()
             .filter(|m| m.loaded)
             .map(|m| {
-                let name = m.path.rsplit('/').next().unwrap_or(&m.path);
-                is_library_frame("", Some(name)).then(|| (name.to_string(), m.base))
+                let name = m.path.file_name().unwrap_or(m.path.as_os_str()).to_string_lossy();
+                is_library_frame("", Some(&name)).then(|| (name.into_owned(), m.base))
             })
             .collect();
         OwnFrames { inner, modules: ElfSymbolizer::new(records), libraries }

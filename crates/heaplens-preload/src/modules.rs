@@ -6,7 +6,9 @@
 //! it is never called while one of this library's locks is held: collect first, lock after.
 
 use std::collections::HashSet;
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void, CStr, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use heaplens_trace::{ModuleRecord, Segment};
@@ -33,10 +35,10 @@ struct Known {
 }
 
 struct Collect {
-    skip: HashSet<(u64, String)>,
+    skip: HashSet<(u64, PathBuf)>,
     found: Vec<Found>,
-    present: HashSet<(u64, String)>,
-    exe: String,
+    present: HashSet<(u64, PathBuf)>,
+    exe: PathBuf,
 }
 
 /// The loader's count of modules loaded since the process started (`dlpi_adds`, one
@@ -93,12 +95,14 @@ pub fn snapshot() -> Vec<ModuleRecord> {
     KNOWN.lock().map(|k| k.iter().map(|m| m.record.clone()).collect()).unwrap_or_default()
 }
 
-unsafe fn module_path(info: &libc::dl_phdr_info, exe: &str) -> String {
-    let name = if info.dlpi_name.is_null() { "" } else { CStr::from_ptr(info.dlpi_name).to_str().unwrap_or("") };
+/// The module's path as the loader names it, its bytes as they are (the executable's is
+/// empty there: `exe`).
+unsafe fn module_path(info: &libc::dl_phdr_info, exe: &Path) -> PathBuf {
+    let name = if info.dlpi_name.is_null() { &[][..] } else { CStr::from_ptr(info.dlpi_name).to_bytes() };
     if name.is_empty() {
-        exe.to_string()
+        exe.to_path_buf()
     } else {
-        name.to_string()
+        PathBuf::from(OsStr::from_bytes(name))
     }
 }
 

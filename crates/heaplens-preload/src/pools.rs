@@ -46,7 +46,7 @@ fn module(frame: u64, name: &str) -> ModuleRecord {
         ts: crate::procinfo::now_ns(),
         loaded: true,
         base: frame - FRAME_SPAN / 2,
-        path: format!("{POOL_MODULE_PREFIX}{name}"),
+        path: format!("{POOL_MODULE_PREFIX}{name}").into(),
         build_id: Vec::new(),
         segments: vec![Segment { vaddr: 0, memsz: FRAME_SPAN, flags: 1 }],
     }

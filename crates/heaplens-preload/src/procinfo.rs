@@ -83,8 +83,8 @@ pub fn gettid() -> u32 {
 }
 
 /// The executable's path (`/proc/self/exe`).
-pub fn exe_path() -> String {
-    std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()
+pub fn exe_path() -> std::path::PathBuf {
+    std::fs::read_link("/proc/self/exe").unwrap_or_default()
 }
 
 /// The command line (`/proc/self/cmdline`), argv\[0\] first.

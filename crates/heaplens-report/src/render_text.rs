@@ -420,6 +420,9 @@ fn suppressed(r: &Report, o: &TextOptions, out: &mut String) {
         let _ = writeln!(out, "  {:>10} {:>14}  {}:{}{what}", s.blocks, s.bytes, s.origin, for_terminal(&s.pattern));
     }
     let n = o.limit(r.suppressed_leaks.len());
+    if n > 0 {
+        let _ = writeln!(out, "  {:>10} {:>14}  their paths (the last {} frames)", "blocks", "bytes", o.leak_depth);
+    }
     for l in &r.suppressed_leaks[..n] {
         let path = if l.path.is_empty() { "<no stack>".to_string() } else { joined(&l.path, " > ") };
         let cut = if l.cut { "... > " } else { "" };

@@ -1,12 +1,20 @@
 //! The non-event records and their payload layouts. Every integer is a LEB128 varint
 //! ([`crate::varint`]); strings and byte strings are length-prefixed.
 
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
 use crate::varint::{put, put_bytes, zigzag, Cursor};
 
 /// Decoding failed: the payload ended early or held an impossible value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("malformed {0} record")]
 pub struct Malformed(pub &'static str);
+
+/// A path stored as bytes.
+fn path(b: &[u8]) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(b))
+}
 
 /// Who was profiled. Payload:
 /// `pid ppid start_unix_ns start_mono_ns exe argc argv* max_frames time_source sample_rate`.
@@ -20,8 +28,9 @@ pub struct ProcessRecord {
     pub start_unix_ns: u64,
     /// `CLOCK_MONOTONIC` when the monitor started, nanoseconds; event timestamps use this clock.
     pub start_mono_ns: u64,
-    /// Path of the executable (`/proc/self/exe`).
-    pub exe: String,
+    /// Path of the executable (`/proc/self/exe`), as the bytes the kernel gives (not always
+    /// UTF-8).
+    pub exe: PathBuf,
     /// Command line, argv\[0\] first.
     pub argv: Vec<String>,
     /// Stack depth cap the monitor used, in frames.
@@ -52,7 +61,7 @@ impl ProcessRecord {
         put(&mut o, self.ppid.into());
         put(&mut o, self.start_unix_ns);
         put(&mut o, self.start_mono_ns);
-        put_bytes(&mut o, self.exe.as_bytes());
+        put_bytes(&mut o, self.exe.as_os_str().as_bytes());
         put(&mut o, self.argv.len() as u64);
         for a in &self.argv {
             put_bytes(&mut o, a.as_bytes());
@@ -77,7 +86,7 @@ impl ProcessRecord {
         let ppid = c.var().ok_or(e)? as u32;
         let start_unix_ns = c.var().ok_or(e)?;
         let start_mono_ns = c.var().ok_or(e)?;
-        let exe = c.string().ok_or(e)?;
+        let exe = path(c.bytes().ok_or(e)?);
         let argc = c.var().ok_or(e)?;
         let mut argv = Vec::new();
         for _ in 0..argc {
@@ -129,8 +138,9 @@ pub struct ModuleRecord {
     pub loaded: bool,
     /// Load bias (`dlpi_addr`): process address minus stated address.
     pub base: u64,
-    /// File path as the loader reports it (the executable's is resolved from `/proc/self/exe`).
-    pub path: String,
+    /// File path as the loader reports it (the executable's is resolved from `/proc/self/exe`),
+    /// its bytes as they are (not always UTF-8).
+    pub path: PathBuf,
     /// GNU build id from `NT_GNU_BUILD_ID`, empty when the module has none.
     pub build_id: Vec<u8>,
     /// Loadable segments.
@@ -146,7 +156,7 @@ impl ModuleRecord {
             o.push(u8::from(m.loaded));
             put(&mut o, m.ts);
             put(&mut o, m.base);
-            put_bytes(&mut o, m.path.as_bytes());
+            put_bytes(&mut o, m.path.as_os_str().as_bytes());
             put_bytes(&mut o, &m.build_id);
             put(&mut o, m.segments.len() as u64);
             for s in &m.segments {
@@ -171,7 +181,7 @@ impl ModuleRecord {
             let loaded = c.u8().ok_or(e)? != 0;
             let ts = c.var().ok_or(e)?;
             let base = c.var().ok_or(e)?;
-            let path = c.string().ok_or(e)?;
+            let path = path(c.bytes().ok_or(e)?);
             let build_id = c.bytes().ok_or(e)?.to_vec();
             let nseg = c.var().ok_or(e)?;
             let mut segments = Vec::new();

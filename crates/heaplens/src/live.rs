@@ -46,5 +46,8 @@ pub fn execute(a: &LiveArgs) -> Result<()> {
     if let Ok(m) = std::fs::metadata(&trace) {
         anyhow::ensure!(m.is_file(), "{} is not a regular file (a trace is one)", trace.display());
     }
-    show(&trace, &a.screens, &options(a), None, &mut std::io::stdout().lock())
+    show(&trace, &a.screens, &options(a), None, &mut std::io::stdout().lock())?;
+    // Screens of a file that never came are no view of anything: say so in the status.
+    anyhow::ensure!(trace.exists(), "no trace appeared at {}", trace.display());
+    Ok(())
 }

@@ -290,7 +290,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     } else if trace.exists() {
         if !a.quiet {
             eprintln!(
-                "heaplens: trace written to {} (not a regular file: no exit status or symbols added)",
+                "heaplens: the trace went to {} (not a regular file: heaplens cannot read it back to check it, nor add the exit status or symbols)",
                 trace.display()
             );
         }
@@ -373,7 +373,7 @@ fn append_exit(trace: &Path, exit: &ExitRecord) -> Result<()> {
 fn program_of(path: &Path) -> String {
     match heaplens_trace::process_of(path) {
         Some(p) => {
-            let name = Path::new(&p.exe).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or(p.exe.clone());
+            let name = p.exe.file_name().unwrap_or(p.exe.as_os_str()).to_string_lossy().into_owned();
             format!("{} (pid {})", heaplens_interpret::names::for_terminal(&name), p.pid)
         }
         None => "a child process".into(),

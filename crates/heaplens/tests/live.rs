@@ -151,11 +151,10 @@ fn the_call_sites_sort_as_asked_and_the_screen_says_how() {
         let big = row_of(&out.stdout, &table, "keep_big").unwrap();
         assert_eq!((&big[0][..], &big[1][..], &big[2][..]), ("976.6", "KiB", "10"), "{sort}: {big:?}");
         assert_eq!((&big[big.len() - 3][..], &big[big.len() - 2][..]), ("976.6", "KiB"), "{sort}: {big:?}");
-        if sort != "in-use" {
-            let churn = row_of(&out.stdout, &table, "churn_small").unwrap();
-            assert_eq!((&churn[0][..], &churn[2][..]), ("0", "0"), "{sort}: nothing held: {churn:?}");
-            assert_eq!((&churn[churn.len() - 3][..], &churn[churn.len() - 2][..]), ("9.5", "MiB"), "{churn:?}");
-        }
+        // Shown by every order, also by bytes in use, where it holds none (below those that do).
+        let churn = row_of(&out.stdout, &table, "churn_small").unwrap();
+        assert_eq!((&churn[0][..], &churn[2][..]), ("0", "0"), "{sort}: nothing held: {churn:?}");
+        assert_eq!((&churn[churn.len() - 3][..], &churn[churn.len() - 2][..]), ("9.5", "MiB"), "{churn:?}");
     }
     let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain", "--sort", "bytes"]);
     assert!(!out.status.success() && out.stderr.contains("is not one of in-use, rate, total"), "{}", out.show());
@@ -213,4 +212,14 @@ fn an_unsealed_trace_no_longer_written_is_shown_to_its_end() {
     assert_eq!((&big[0][..], &big[1][..], &big[2][..]), ("976.6", "KiB", "10"), "{big:?}");
     let v = report(&dir, &trace);
     assert_eq!(u(&v, "summary/leaked_bytes"), 1_000_000, "the report agrees");
+}
+
+#[test]
+fn a_trace_that_never_appears_is_an_error_after_its_screens() {
+    let dir = WorkDir::new("live-missing");
+    let missing = dir.join("never.hltrace");
+    let out = heaplens(&dir, &["live", missing.to_str().unwrap(), "--plain", "--frames", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stdout.contains("to appear"), "the screen says it waits\n{}", out.stdout);
+    assert!(out.stderr.contains("no trace appeared at"), "{}", out.show());
 }

@@ -204,6 +204,10 @@ fn arguments_that_are_not_utf8_reach_the_program() {
     let odd = dir.join(OsStr::from_bytes(b"prog\xfe"));
     std::fs::copy(&exe, &odd).unwrap();
     run_traced(&dir, &trace, &odd, &["z"]).ok("heaplens run -- $'prog\\xfe'");
+    // Its path is recorded as its bytes, so its symbols are found: main allocates, by name.
+    let v = report(&dir, &trace);
+    let direct = arr(&v, "direct/rows");
+    assert!(direct.iter().any(|r| r["function"] == "main"), "main is named: {direct:?}");
 }
 
 #[test]

@@ -101,8 +101,8 @@ const TABLES: [&str; 3] = ["events", "stacks", "frames"];
 /// The partition of trace `t`: its process's pid and executable's name (argv[0]'s when the
 /// trace has no executable path).
 fn partition_of(t: &Trace, host: Option<&str>) -> dataset::Partition {
-    let (pid, exe) = t.process.as_ref().map(|p| (p.pid, p.exe.as_str())).unwrap_or((0, ""));
-    let exe = match exe {
+    let (pid, exe) = t.process.as_ref().map(|p| (p.pid, p.exe.to_string_lossy())).unwrap_or((0, "".into()));
+    let exe = match exe.as_ref() {
         "" => t.process.as_ref().and_then(|p| p.argv.first()).map(String::as_str).unwrap_or(""),
         e => e,
     };

@@ -93,9 +93,9 @@ impl Builder {
 
         // Mappings: the modules, the executable first (the main binary, as pprof expects).
         let modules = live_modules(&t.modules);
-        let exe = t.process.as_ref().map(|p| p.exe.as_str());
+        let exe = t.process.as_ref().map(|p| p.exe.as_path());
         let mut order: Vec<&heaplens_trace::ModuleRecord> = modules.clone();
-        order.sort_by_key(|m| Some(m.path.as_str()) != exe);
+        order.sort_by_key(|m| Some(m.path.as_path()) != exe);
         let mut ranges = Vec::new();
         for m in order {
             let lo = m.segments.iter().map(|g| g.vaddr).min().unwrap_or(0);
@@ -107,7 +107,7 @@ impl Builder {
                 memory_start: m.base + lo,
                 memory_limit: m.base + hi,
                 file_offset: lo,
-                filename: s.id(&m.path),
+                filename: s.id(&m.path.to_string_lossy()),
                 build_id: s.id(&build_id),
                 has_functions: true,
                 has_filenames: true,

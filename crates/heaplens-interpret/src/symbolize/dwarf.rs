@@ -86,7 +86,11 @@ impl DebugDwarf {
 /// Appends the frames `frames` yields, named and placed, as copies of `unknown`.
 pub fn push_all<R: gimli::Reader>(mut frames: FrameIter<'_, R>, unknown: &Frame, out: &mut Vec<Frame>) {
     while let Ok(Some(f)) = frames.next() {
-        let function = f.function.as_ref().and_then(|n| n.demangle().ok()).map(|n| public_name(&n).to_string());
+        let function = f
+            .function
+            .as_ref()
+            .and_then(|n| n.raw_name().ok())
+            .map(|n| public_name(&super::demangle::demangle(&n)).to_string());
         let (file, line) = match f.location {
             Some(l) => (l.file.map(str::to_string), l.line),
             None => (None, None),

@@ -1,7 +1,6 @@
 //! The real symbolizer: DWARF line tables and inlined-function info through `addr2line`, the
 //! ELF symbol table as fallback, separate debug files found by build id or `.gnu_debuglink`.
 
-use std::borrow::Cow;
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +20,10 @@ const DEBUG_ROOT: &str = "/usr/lib/debug";
 
 /// One module of the process, opened on first use.
 struct Module {
+    /// The path for people (not UTF-8 bytes replaced).
     path: String,
+    /// The path to open, its bytes as recorded.
+    file: PathBuf,
     basename: String,
     base: u64,
     build_id: Vec<u8>,
@@ -32,18 +34,18 @@ struct Module {
 /// Module files opened so far, by path and build id: several symbolizers built one after
 /// another (as module records arrive) open each file once.
 #[derive(Default)]
-pub struct FileCache(RefCell<HashMap<(String, Vec<u8>), Opened>>);
+pub struct FileCache(RefCell<HashMap<(PathBuf, Vec<u8>), Opened>>);
 
 /// A module's files, or why they could not be used.
 type Opened = Rc<Result<Files, String>>;
 
 impl FileCache {
-    fn get(&self, path: &str, build_id: &[u8]) -> Opened {
-        if let Some(f) = self.0.borrow().get(&(path.to_string(), build_id.to_vec())) {
+    fn get(&self, path: &Path, build_id: &[u8]) -> Opened {
+        if let Some(f) = self.0.borrow().get(&(path.to_path_buf(), build_id.to_vec())) {
             return f.clone();
         }
         let f = Rc::new(open_files(path, build_id));
-        self.0.borrow_mut().insert((path.to_string(), build_id.to_vec()), f.clone());
+        self.0.borrow_mut().insert((path.to_path_buf(), build_id.to_vec()), f.clone());
         f
     }
 }
@@ -85,13 +87,15 @@ impl ElfSymbolizer {
         let mut ranges = Vec::new();
         for r in records.iter().filter(|r| r.loaded) {
             let idx = modules.len();
-            let basename = match Path::new(&r.path).file_name() {
+            let path = r.path.to_string_lossy().into_owned();
+            let basename = match r.path.file_name() {
                 Some(n) => n.to_string_lossy().into_owned(),
-                None if r.path.is_empty() => "[unknown]".to_string(),
-                None => r.path.clone(),
+                None if path.is_empty() => "[unknown]".to_string(),
+                None => path.clone(),
             };
             modules.push(Module {
-                path: r.path.clone(),
+                path,
+                file: r.path.clone(),
                 basename,
                 base: r.base,
                 build_id: r.build_id.clone(),
@@ -147,12 +151,13 @@ impl Module {
         if !self.has_file() {
             return None;
         }
-        self.files.get_or_init(|| cache.get(&self.path, &self.build_id)).as_ref().as_ref().ok()
+        self.files.get_or_init(|| cache.get(&self.file, &self.build_id)).as_ref().as_ref().ok()
     }
 }
 
-fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
-    let file = heaplens_trace::open_regular(path).map_err(|e| match e.kind() {
+fn open_files(module: &Path, build_id: &[u8]) -> Result<Files, String> {
+    let path = module.to_string_lossy();
+    let file = heaplens_trace::open_regular(module).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("{path} is gone since the run: its frames are not symbolized"),
         _ => format!("cannot open {path}: {e}"),
     })?;
@@ -166,14 +171,14 @@ fn open_files(path: &str, build_id: &[u8]) -> Result<Files, String> {
         }
     }
     let symbols = SymbolTable::read(&obj);
-    let primary = Loader::new(path).map_err(|e| format!("cannot load {path}: {e}"))?;
+    let primary = Loader::new(module).map_err(|e| format!("cannot load {path}: {e}"))?;
     // Probing the section table is cheap; a separate debug file is looked for only when needed.
     let has_dwarf = primary.get_section_range(b".debug_info").is_some_and(|r| r.end > r.begin);
     let debug_path = if has_dwarf {
         None
     } else {
         let id = if build_id.is_empty() { file_id.unwrap_or_default() } else { build_id.to_vec() };
-        debug_file(Path::new(path), debuglink.as_deref(), &id)
+        debug_file(module, debuglink.as_deref(), &id)
     };
     Ok(Files { primary, symbols, debug_path, debug_symbols: OnceCell::new(), debug: OnceCell::new() })
 }
@@ -207,7 +212,7 @@ fn debug_file(path: &Path, link: Option<&[u8]>, id: &[u8]) -> Option<PathBuf> {
 }
 
 fn demangle(name: &str) -> String {
-    super::dwarf::public_name(&addr2line::demangle_auto(Cow::Borrowed(name), None)).into_owned()
+    super::dwarf::public_name(&super::demangle::demangle(name)).into_owned()
 }
 
 /// The symbol table of `path`, read through the section table alone; empty when it cannot be

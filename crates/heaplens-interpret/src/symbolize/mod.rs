@@ -2,6 +2,7 @@
 //! stands for (several when calls were inlined).
 
 pub mod cached;
+mod demangle;
 mod dwarf;
 mod elf;
 pub mod embedded;

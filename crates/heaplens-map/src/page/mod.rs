@@ -135,7 +135,7 @@ pub fn page_data(path: &Path, o: &MapOptions, max_blocks: usize) -> Result<PageD
     let tl = tl.finish();
     let columns = &tl.columns;
     let meta = json!({
-        "title": trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.clone()),
+        "title": trace.process.as_ref().map_or_else(|| path.display().to_string(), |p| p.exe.to_string_lossy().into_owned()),
         "span_ns": (t1 - t0) as f64,
         "offset_ns": (t0 - first_ts) as f64,
         "blocks": blocks.alloc_ns.len(),

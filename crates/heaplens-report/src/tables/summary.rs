@@ -35,7 +35,7 @@ pub fn process_info(t: &Trace) -> ProcessInfo {
     ProcessInfo {
         pid: t.process.as_ref().map(|p| p.pid),
         ppid: t.process.as_ref().map(|p| p.ppid),
-        exe: p.exe,
+        exe: p.exe.to_string_lossy().into_owned(),
         argv: p.argv,
         exit_code: t.exit.and_then(|e| e.code),
         exit_signal: t.exit.and_then(|e| e.signal),
