@@ -53,7 +53,7 @@ fn module(bin: &Path) -> ModuleRecord {
     let data = std::fs::read(bin).unwrap();
     let obj = object::File::parse(&*data).unwrap();
     let segments = obj.segments().map(|s| Segment { vaddr: s.address(), memsz: s.size(), flags: 5 }).collect();
-    ModuleRecord { ts: 0, loaded: true, base: BASE, path: bin.display().to_string(), build_id: Vec::new(), segments }
+    ModuleRecord { ts: 0, loaded: true, base: BASE, path: bin.to_path_buf(), build_id: Vec::new(), segments }
 }
 
 /// Address of the symbol whose (mangled) name contains `needle`.

@@ -254,6 +254,7 @@ const SAMPLES_SWEEP_NS: u64 = 50_000_000;
 fn writer_loop() {
     let mut last_sweep = procinfo::now_ns();
     let mut last_clock = 0;
+    let (mut last_names, mut named) = (0, std::collections::HashMap::new());
     let wait = if crate::cpu_only() { SAMPLES_SWEEP_NS } else { SWEEP_NS };
     while crate::trace_open() {
         if let Ok(q) = queue::QUEUE.lock() {
@@ -280,6 +281,10 @@ fn writer_loop() {
                 queue::extra(BlockKind::Aggregate, aggregate_snapshot());
             }
         }
+        if now - last_names >= NAMES_NS {
+            name_threads(&mut named);
+            last_names = now;
+        }
         write_pending();
         WRITER_CPU_NS.store(procinfo::thread_cpu_ns(), Ordering::Relaxed);
         if procinfo::only_monitor_left() {
@@ -289,6 +294,29 @@ fn writer_loop() {
             tls::slot().guard = 0;
             // SAFETY: what glibc's last exiting thread calls.
             unsafe { libc::exit(0) };
+        }
+    }
+}
+
+/// How often the writer writes the names of the program's threads, in nanoseconds.
+const NAMES_NS: u64 = 1_000_000_000;
+
+/// Writes the name of each registered thread not written yet or renamed since (`named`: what
+/// was written, by thread id), so that a trace read while it is written (`heaplens live`)
+/// names the threads; the names at exit come in any case. The names are read after the
+/// registry's lock is let go: threads starting and ending take it.
+fn name_threads(named: &mut std::collections::HashMap<u32, String>) {
+    let tids: Vec<u32> = match thread::REGISTRY.lock() {
+        // SAFETY: registered states are alive while registered (and the lock is held).
+        Ok(r) => r.iter().map(|&p| unsafe { (*(p as *const thread::ThreadState)).tid }).collect(),
+        Err(_) => return,
+    };
+    named.retain(|tid, _| tids.contains(tid));
+    for tid in tids {
+        let name = procinfo::thread_name(tid);
+        if !name.is_empty() && named.get(&tid) != Some(&name) {
+            queue::extra(BlockKind::ThreadName, heaplens_trace::ThreadName { tid, name: name.clone() }.encode());
+            named.insert(tid, name);
         }
     }
 }

@@ -14,7 +14,13 @@ fn main() {
             BlockKind::Process => println!("{:?}", ProcessRecord::decode(&p)),
             BlockKind::Modules => {
                 for m in ModuleRecord::decode_all(&p).unwrap() {
-                    println!("module loaded={} base={:#x} {} segs={}", m.loaded, m.base, m.path, m.segments.len());
+                    println!(
+                        "module loaded={} base={:#x} {} segs={}",
+                        m.loaded,
+                        m.base,
+                        m.path.display(),
+                        m.segments.len()
+                    );
                 }
             }
             BlockKind::Stacks => {

@@ -156,8 +156,12 @@ fn cpu_only_records_samples_alone() {
     assert!(t.process.as_ref().unwrap().cpu_only);
     // The CPU-only monitor was loaded: it exports no allocation entry point, so the program's
     // allocation calls never passed through it.
-    let monitor: Vec<&str> =
-        t.modules.iter().map(|m| m.path.as_str()).filter(|p| p.contains("libheaplens_preload")).collect();
+    let monitor: Vec<String> = t
+        .modules
+        .iter()
+        .map(|m| m.path.to_string_lossy().into_owned())
+        .filter(|p| p.contains("libheaplens_preload"))
+        .collect();
     assert!(monitor.iter().all(|p| p.ends_with("libheaplens_preload_cpu.so")) && !monitor.is_empty(), "{monitor:?}");
     let v = cpu_report(&dir, &trace);
     assert_eq!(u(&v, "rate_hz"), 250);

@@ -8,7 +8,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// `name` demangled (C++ or Rust), or as it is when it is not mangled or no demangler reads it.
+/// Only names with a mangling prefix are demangled (`_Z`, Rust's `_R`): cpp_demangle reads a
+/// bare `a` or `b` (C functions) as the types `signed char` and `bool`.
 pub fn demangle(name: &str) -> Cow<'_, str> {
+    if !(name.starts_with("_Z") || name.starts_with("_R") || name.starts_with("__Z")) {
+        return Cow::Borrowed(name);
+    }
     let d = addr2line::demangle_auto(Cow::Borrowed(name), None);
     if d != name || !name.starts_with("_Z") {
         return d;
@@ -57,6 +62,8 @@ mod tests {
         assert!(d.contains("std::make_shared<std::array<char, 200ul>"), "{d}");
         assert_eq!(super::demangle("_ZN3app4makeEid"), "app::make(int, double)");
         assert_eq!(super::demangle("plain_c"), "plain_c");
+        assert_eq!(super::demangle("a"), "a");
+        assert_eq!(super::demangle("b"), "b");
         assert_eq!(super::demangle("_Z-rf"), "_Z-rf");
     }
 }
