@@ -110,7 +110,26 @@ pub fn flamegraph(
     if icicle {
         opts.direction = inferno::flamegraph::Direction::Inverted;
     }
+    if text.iter().all(|l| l.ends_with(" 0")) {
+        return empty_svg(w, &opts.title, opts.subtitle.as_deref().unwrap_or(""), metric.unit());
+    }
     inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w).map_err(io::Error::other)
+}
+
+/// The picture of nothing (inferno refuses to draw no stacks): the title, and a line saying
+/// there is nothing to draw, as a leak-free program's leak graph must be. `title` and
+/// `subtitle` are escaped for XML already.
+pub(crate) fn empty_svg(w: &mut dyn Write, title: &str, subtitle: &str, unit: &str) -> io::Result<()> {
+    writeln!(w, r#"<?xml version="1.0" standalone="no"?>"#)?;
+    writeln!(w, r#"<svg version="1.1" width="1200" height="90" xmlns="http://www.w3.org/2000/svg">"#)?;
+    writeln!(w, r##"<rect x="0" y="0" width="1200" height="90" fill="#eeeeee"/>"##)?;
+    let text = |w: &mut dyn Write, y: u32, size: u32, s: &str| {
+        writeln!(w, r#"<text x="600" y="{y}" font-family="Verdana" font-size="{size}" text-anchor="middle">{s}</text>"#)
+    };
+    text(w, 24, 17, title)?;
+    text(w, 46, 12, subtitle)?;
+    text(w, 72, 12, &format!("nothing to draw: no stack has any {unit}"))?;
+    writeln!(w, "</svg>")
 }
 
 pub(crate) fn title(metric: Metric) -> &'static str {

@@ -53,5 +53,9 @@ pub fn flamegraph(
     if icicle {
         opts.direction = inferno::flamegraph::Direction::Inverted;
     }
+    if lines.iter().all(|(_, a, b)| *a == 0 && *b == 0) {
+        let subtitle = opts.subtitle.as_deref().unwrap_or("");
+        return crate::collapsed::empty_svg(w, &opts.title, subtitle, metric.unit());
+    }
     inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w).map_err(io::Error::other)
 }

@@ -53,6 +53,9 @@ pub struct Firefox<'t> {
     frames: Vec<Frame>,
     /// Bytes in use not yet given to the counter, and when it last got a sample.
     pending: (i64, u32, u64),
+    /// The highest the bytes in use went since that sample (as a change from it), after how
+    /// many operations, and when: a step of the track that ends lower still shows its top.
+    top: (i64, u32, u64),
     /// Allocation samples and their bytes (for the caller's summary).
     pub allocations: u64,
     /// Bytes allocated.
@@ -98,6 +101,7 @@ impl<'t> Firefox<'t> {
             stacks: HashMap::new(),
             frames: Vec::new(),
             pending: (0, 0, 0),
+            top: (0, 0, 0),
             allocations: 0,
             bytes: 0,
             samples: 0,
@@ -213,20 +217,37 @@ impl<'t> Firefox<'t> {
     fn count(&mut self, ts: u64, delta: i64) {
         self.pending.0 += delta;
         self.pending.1 += 1;
-        if ts >= self.pending.2 + COUNTER_STEP_NS {
-            let t = self.time(ts);
-            if let Some(counter) = self.counter {
-                self.profile.add_counter_sample(counter, t, self.pending.0 as f64, self.pending.1);
-            }
-            self.pending = (0, 0, ts);
+        if self.pending.0 > self.top.0 {
+            self.top = (self.pending.0, self.pending.1, ts);
         }
+        if ts >= self.pending.2 + COUNTER_STEP_NS {
+            self.flush_counter(ts);
+        }
+    }
+
+    /// Gives the counter what is pending at `ts`: a sample at the step's top first when the
+    /// bytes in use came down from it since (so that the track reaches every peak), then one
+    /// at `ts`.
+    fn flush_counter(&mut self, ts: u64) {
+        if let Some(counter) = self.counter {
+            let (top, top_ops, top_ts) = self.top;
+            let (mut rest, mut ops) = (self.pending.0, self.pending.1);
+            if top > rest && top_ts < ts {
+                let t = self.time(top_ts);
+                self.profile.add_counter_sample(counter, t, top as f64, top_ops);
+                (rest, ops) = (rest - top, ops - top_ops);
+            }
+            let t = self.time(ts);
+            self.profile.add_counter_sample(counter, t, rest as f64, ops);
+        }
+        self.pending = (0, 0, ts);
+        self.top = (0, 0, ts);
     }
 
     /// Writes the profile as JSON.
     pub fn write(mut self, w: &mut dyn Write, end_ns: u64) -> io::Result<()> {
-        if let (Some(counter), true) = (self.counter, self.pending.1 > 0) {
-            let t = self.time(end_ns);
-            self.profile.add_counter_sample(counter, t, self.pending.0 as f64, self.pending.1);
+        if self.pending.1 > 0 {
+            self.flush_counter(end_ns.max(self.pending.2));
         }
         serde_json::to_writer(w, &self.profile).map_err(io::Error::other)
     }

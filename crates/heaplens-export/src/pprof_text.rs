@@ -39,6 +39,7 @@ pub fn write(w: &mut dyn Write, t: &Trace, stacks: &[(u32, StackTotals)], done: 
     done.total = alloc_b;
     writeln!(w, "\nMAPPED_LIBRARIES:")?;
     for m in live_modules(&t.modules) {
+        let offsets = file_offsets(&m.path);
         for seg in &m.segments {
             let start = (m.base + seg.vaddr) & !0xfff;
             let end = (m.base + seg.vaddr + seg.memsz + 0xfff) & !0xfff;
@@ -48,10 +49,14 @@ pub fn write(w: &mut dyn Write, t: &Trace, stacks: &[(u32, StackTotals)], done: 
                 if seg.flags & 2 != 0 { 'w' } else { '-' },
                 if seg.flags & 1 != 0 { 'x' } else { '-' }
             );
-            // pprof maps an address to `addr - start + offset` in the file, which for the
-            // segments of an ELF file laid out as linked (offset = vaddr modulo pages) is the
-            // address the debug information knows.
-            let offset = start - m.base;
+            // pprof maps an address to `addr - start + offset` in the file, as /proc/PID/maps
+            // gives it: the segment's file offset (p_offset) at the page the mapping starts.
+            // Where the file cannot be read, the stated address stands in (the same for
+            // binaries linked with offset = vaddr, as gcc's usually are; not for Rust's).
+            let offset = match offsets.iter().find(|o| o.0 == seg.vaddr) {
+                Some(&(vaddr, file)) => file.saturating_sub(vaddr & 0xfff),
+                None => start - m.base,
+            };
             // The path runs to the end of the line.
             writeln!(
                 w,
@@ -61,6 +66,19 @@ pub fn write(w: &mut dyn Write, t: &Trace, stacks: &[(u32, StackTotals)], done: 
         }
     }
     Ok(())
+}
+
+/// `(p_vaddr, p_offset)` of each loadable segment of the ELF file at `path` (none when it
+/// cannot be read or parsed: a module gone since the run, a FIFO planted in its place).
+fn file_offsets(path: &std::path::Path) -> Vec<(u64, u64)> {
+    use object::{Object, ObjectSegment};
+    let Ok(mut f) = heaplens_trace::open_regular(path) else { return Vec::new() };
+    let mut data = Vec::new();
+    if std::io::Read::read_to_end(&mut f, &mut data).is_err() {
+        return Vec::new();
+    }
+    let Ok(obj) = object::File::parse(&*data) else { return Vec::new() };
+    obj.segments().map(|s| (s.address(), s.file_range().0)).collect()
 }
 
 /// The modules loaded at some point and not replaced by a later load at the same base: the

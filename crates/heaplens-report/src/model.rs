@@ -68,12 +68,18 @@ pub struct LifetimeRow {
     pub freed: u64,
     /// Blocks released before their thread's next allocation (heaptrack's temporaries).
     pub short_lived: u64,
-    /// The median lifetime, nanoseconds (the lower bound of its power-of-two bucket).
+    /// The median lifetime, nanoseconds: the lower bound of its power-of-two bucket (the
+    /// histogram keeps no more); the median is in `median_ns..=median_ns_high`.
     pub median_ns: u64,
+    /// The upper bound of the median's bucket, nanoseconds, no more than `max_ns`.
+    pub median_ns_high: u64,
     /// The longest lifetime, nanoseconds.
     pub max_ns: u64,
-    /// The median lifetime in steps (lower bound of its bucket).
+    /// The median lifetime in steps: the lower bound of its bucket, the median in
+    /// `median_steps..=median_steps_high`.
     pub median_steps: u64,
+    /// The upper bound of the median's bucket, steps.
+    pub median_steps_high: u64,
     /// Blocks still live at exit (no lifetime).
     pub live_at_exit: u64,
     /// Released blocks per lifetime bucket in nanoseconds.

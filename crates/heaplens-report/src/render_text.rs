@@ -505,21 +505,25 @@ fn lifetime_rows(out: &mut String, o: &TextOptions, title: &str, rows: &[&crate:
         let _ = writeln!(out, "    none");
         return;
     }
+    // The histograms keep powers of two: the median is known to its bucket, shown as a range.
     let _ = writeln!(
         out,
-        "  {:>10} {:>11} {:>12} {:>12} {:>8} {:>12}  name",
-        "freed", "short-lived", "median", "longest", "m.steps", "live at exit"
+        "  {:>10} {:>11} {:>21} {:>12} {:>9} {:>12}  name",
+        "freed", "short-lived", "median (between)", "longest", "m.steps", "live at exit"
     );
     let n = o.limit(rows.len());
+    let range = |lo: String, hi: String| if lo == hi { lo } else { format!("{lo}-{hi}") };
     for row in &rows[..n] {
+        let ns = range(human_ns(row.median_ns), human_ns(row.median_ns_high));
+        let steps = range(row.median_steps.to_string(), row.median_steps_high.to_string());
         let _ = writeln!(
             out,
-            "  {:>10} {:>11} {:>12} {:>12} {:>8} {:>12}  {}",
+            "  {:>10} {:>11} {:>21} {:>12} {:>9} {:>12}  {}",
             row.freed,
             row.short_lived,
-            human_ns(row.median_ns),
+            ns,
             human_ns(row.max_ns),
-            row.median_steps,
+            steps,
             row.live_at_exit,
             for_terminal(&row.function)
         );

@@ -17,6 +17,7 @@ mod one_process;
 mod picture;
 mod report;
 mod run;
+mod sampled;
 mod snapshot;
 mod timeline;
 mod units;
@@ -250,9 +251,9 @@ pub struct ReportArgs {
     /// Only the allocation call graph.
     #[arg(long)]
     pub call_graph: bool,
-    /// Callers shown in each leak path (mprof shows the last 5).
-    #[arg(long, default_value_t = 5, value_name = "N")]
-    pub leak_depth: usize,
+    /// Callers shown in each leak path (mprof shows the last 5; at least 1).
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub leak_depth: u64,
     /// Tell call sites within one function apart (function+offset, file:line) in the leak table.
     #[arg(long)]
     pub call_sites: bool,
@@ -470,9 +471,10 @@ pub struct ViewArgs {
     pub time: TimeWindowArgs,
     /// Most blocks on the page (a browser draws a million in a fraction of a second); past it,
     /// the page draws those of the largest bytes times lifetime, the ones a whole-run view
-    /// shows (all of a part: --from/--to/--addresses; all of them: `heaplens map`).
-    #[arg(long, default_value_t = 2_000_000, value_name = "N")]
-    pub max_blocks: usize,
+    /// shows (all of a part: --from/--to/--addresses; all of them: `heaplens map`): between
+    /// N/2 and N of them, as it thins them by halves while it reads.
+    #[arg(long, default_value_t = 2_000_000, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_blocks: u64,
     /// The address range, `LO-HI` in hexadecimal.
     #[arg(long, value_name = "LO-HI", value_parser = parse_range)]
     pub addresses: Option<(u64, u64)>,
@@ -583,6 +585,7 @@ fn main() -> ExitCode {
     };
     if let Some((trace, command)) = one_process {
         one_process::note_children(trace, command);
+        sampled::note_sampled(trace, command);
     }
     let result = match cli.command {
         Command::Run(a) => run::execute(&a),

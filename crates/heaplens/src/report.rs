@@ -29,7 +29,7 @@ fn grow_heaps_in_large_steps() {
 pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
     grow_heaps_in_large_steps();
     let opts = Options {
-        leak_depth: a.leak_depth.max(1),
+        leak_depth: a.leak_depth as usize,
         call_sites: a.call_sites,
         progress: io::stderr().is_terminal(),
         lifetimes: a.lifetimes,
@@ -41,9 +41,11 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
     };
     let traces = traces(a)?;
     if traces.len() > 1 && (a.cpu || a.cxx || a.lifetimes || cpu_only(&traces[0])) {
+        let first = heaplens_trace::process_of(&traces[0]).map_or_else(String::new, |p| format!(" (pid {})", p.pid));
         eprintln!(
-            "heaplens: note: {} has {} processes; --cpu, --cxx and --lifetimes report one: --process PID \
-             (this is the first)",
+            "heaplens: note: {} is the first of {} processes; with --cpu, --cxx or --lifetimes the whole \
+             report is of one process, this first one{first}: choose another with --process PID, or \
+             leave those options out for the tree's summed tables",
             traces[0].display(),
             traces.len()
         );
@@ -64,7 +66,19 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
 fn traces(a: &ReportArgs) -> anyhow::Result<Vec<PathBuf>> {
     let all = match a.traces.as_slice() {
         [first] => heaplens_report::tree::family(first),
-        given => given.to_vec(),
+        given => {
+            // One file named twice (or through a link) is one process, not two.
+            let mut seen = std::collections::HashSet::new();
+            given
+                .iter()
+                .filter(|t| {
+                    std::fs::metadata(t).map_or(true, |m| {
+                        seen.insert((std::os::unix::fs::MetadataExt::dev(&m), std::os::unix::fs::MetadataExt::ino(&m)))
+                    })
+                })
+                .cloned()
+                .collect()
+        }
     };
     let Some(pid) = a.process else { return Ok(all) };
     let mut pids = Vec::new();
@@ -73,6 +87,14 @@ fn traces(a: &ReportArgs) -> anyhow::Result<Vec<PathBuf>> {
         if heaplens_trace::process_of(t).is_some_and(|p| p.pid == pid) {
             pids.push(t.clone());
         }
+    }
+    if pids.len() > 1 {
+        // The images before the exec are reachable by their own files.
+        let earlier: Vec<String> = pids[..pids.len() - 1].iter().map(|t| t.display().to_string()).collect();
+        eprintln!(
+            "heaplens: note: process {pid} exec'd: this is its last program; before the exec: heaplens report {}",
+            earlier.join(" or ")
+        );
     }
     match pids.pop() {
         Some(t) => Ok(vec![t]),

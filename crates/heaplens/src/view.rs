@@ -39,7 +39,7 @@ fn build(a: &ViewArgs) -> anyhow::Result<heaplens_map::page::Page> {
             .name("heaplens-extras".into())
             .spawn_scoped(scope, || extras(a))
             .context("cannot start a thread")?;
-        let data = page_data(&a.trace, &opts, a.max_blocks);
+        let data = page_data(&a.trace, &opts, a.max_blocks as usize);
         let extras = extras.join().map_err(|_| anyhow::anyhow!("the report for the page panicked"))??;
         Ok(data?.into_page(&extras))
     })

@@ -170,3 +170,33 @@ fn runtime_buffers_are_not_leaks() {
     let only = heaplens(&dir, &["report", trace.to_str().unwrap(), "--leaks"]).ok("--leaks").stdout;
     assert!(!only.contains("SUPPRESSED") && only.contains("make_leak"), "{only}");
 }
+
+#[test]
+fn c_functions_named_like_itanium_codes_keep_their_names() {
+    let dir = WorkDir::new("c-short-names");
+    // `i`, `d`, `v`, `St`, `Sa`, `Dn` are also the Itanium ABI's codes for int, double, void,
+    // std::, std::allocator and std::nullptr_t: a demangler given them returns those.
+    let src = dir.join("names.c");
+    let mut c = String::from("#include <stdlib.h>\nvoid *keep[8];\n");
+    let names = ["i", "d", "v", "St", "Sa", "Dn"];
+    for (k, n) in names.iter().enumerate() {
+        c.push_str(&format!("__attribute__((noinline)) void {n}(void) {{ keep[{k}] = malloc({}); }}\n", 10 * (k + 1)));
+    }
+    c.push_str("int main(void) {\n");
+    for n in names {
+        c.push_str(&format!("  {n}();\n"));
+    }
+    c.push_str("  return 0;\n}\n");
+    std::fs::write(&src, c).unwrap();
+    for (flags, what) in [(&["-O1", "-g"][..], "with DWARF"), (&["-O1"][..], "symbol table only")] {
+        let exe = compile(&dir, "gcc", src.to_str().unwrap(), "names", flags);
+        let trace = dir.join("names.hltrace");
+        run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("names");
+        let v = report(&dir, &trace);
+        for (k, n) in names.iter().enumerate() {
+            let r = row(&v, n);
+            assert_eq!(at(r, "function"), *n, "{what}: {r}");
+            assert_eq!(u(r, "bytes"), 10 * (k as u64 + 1), "{what}: {r}");
+        }
+    }
+}

@@ -462,3 +462,27 @@ fn a_fleet_of_traces_is_one_parquet_data_set() {
     let spark = fleet(&run_cmd(py, &dir.path).ok("Spark over the data set (pip install pyspark; Java 17)").stdout);
     assert_eq!(spark, duck, "Spark reads the data set as DuckDB does");
 }
+
+#[test]
+fn a_flame_graph_of_nothing_is_a_picture_that_says_so() {
+    let dir = WorkDir::new("export-nothing");
+    // diff_grow frees everything (its stdio buffer is the runtime's, suppressed, but a leak
+    // graph draws every block live at exit: use a program that prints nothing).
+    let src = dir.join("clean.c");
+    std::fs::write(
+        &src,
+        "#include <stdlib.h>\nint main(void) { for (int i = 0; i < 10; i++) free(malloc(100)); return 0; }\n",
+    )
+    .unwrap();
+    let exe = compile(&dir, "gcc", src.to_str().unwrap(), "clean", &["-O0", "-g"]);
+    let trace = dir.join("clean.hltrace");
+    run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("clean");
+    for format in ["flamegraph", "icicle"] {
+        let svg = export(&dir, &trace, format, Some("leaked-bytes"), &format!("{format}.svg"));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.starts_with("<?xml") && text.trim_end().ends_with("</svg>"), "{text}");
+        assert!(text.contains("Bytes leaked") && text.contains("nothing to draw"), "{text}");
+    }
+    let folded = export(&dir, &trace, "collapsed", Some("leaked-bytes"), "leaks.folded");
+    assert_eq!(std::fs::read_to_string(folded).unwrap(), "", "no stack leaked");
+}

@@ -59,4 +59,20 @@ fn rust_boxes_counted_and_attributed() {
         .map(|r| u(r, "bytes"))
         .sum();
     assert_eq!(at_line, kept * 300, "leaked boxes not attributed to boxes.rs:{line}: {:#?}", arr(&lines, "leaks"));
+
+    // pprof's legacy profile maps addresses through each segment's file offset, which in a
+    // Rust binary differs from its address: google-pprof must name make_boxes too.
+    let heap = dir.join("boxes.heap");
+    let args = ["export", trace.to_str().unwrap(), "--format", "pprof-text", "-o", heap.to_str().unwrap()];
+    heaplens(&dir, &args).ok("export pprof-text");
+    let mut cmd = std::process::Command::new("google-pprof");
+    cmd.args(["--text", "--cum", "--show_bytes", "--alloc_space"]).arg(&exe).arg(&heap);
+    let out = run_cmd(cmd, &dir.path).ok("google-pprof (apt-get install google-perftools)");
+    // `flat flat% sum% cum cum% function`: make_boxes holds every box in its cumulative bytes.
+    let cum = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("make_boxes"))
+        .and_then(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok());
+    assert!(cum.is_some_and(|c| c >= made * 300), "google-pprof's make_boxes\n{}", out.stdout);
 }

@@ -198,6 +198,7 @@ fn the_lifetime_table_ranks_short_long_and_never_freed() {
     assert_eq!((u(&l, "freed"), u(&l, "short_lived"), u(&l, "live_at_exit")), (long, 0, 0), "long_site");
     // Each long block lives temp + 0..long-1 steps: 100..109, the bucket from 64.
     assert_eq!(u(&l, "median_steps"), 64, "long_site's median in steps");
+    assert_eq!(u(&l, "median_steps_high"), 127, "the median's bucket is 64..=127");
     assert!(u(&l, "median_ns") >= 16_000_000, "long_site's blocks outlive the 20 ms sleep: {l}");
     assert_eq!((u(&lk, "freed"), u(&lk, "live_at_exit")), (0, leak), "leak_site");
 

@@ -34,9 +34,11 @@ pub fn lifetimes(
                 module,
                 freed: l.freed,
                 short_lived: l.short_lived,
-                median_ns: median(&l.ns, l.freed),
+                median_ns: median(&l.ns, l.freed).0,
+                median_ns_high: median(&l.ns, l.freed).1.min(l.max_ns),
                 max_ns: l.max_ns,
-                median_steps: median(&l.steps, l.freed),
+                median_steps: median(&l.steps, l.freed).0,
+                median_steps_high: median(&l.steps, l.freed).1,
                 live_at_exit: l.live_at_exit,
                 ns_buckets: l.ns[..last(&l.ns)].to_vec(),
                 steps_buckets: l.steps[..last(&l.steps)].to_vec(),
@@ -49,14 +51,15 @@ pub fn lifetimes(
     rows
 }
 
-/// The lower bound of the bucket holding the median of `n` values.
-fn median(h: &[u64; BUCKETS], n: u64) -> u64 {
+/// The bounds of the bucket holding the median of `n` values (`(0, 0)` for none).
+fn median(h: &[u64; BUCKETS], n: u64) -> (u64, u64) {
     let mut seen = 0;
     for (k, &c) in h.iter().enumerate() {
         seen += c;
         if n > 0 && seen * 2 >= n {
-            return bucket_floor(k);
+            let high = if k + 1 < BUCKETS { bucket_floor(k + 1) - 1 } else { u64::MAX };
+            return (bucket_floor(k), high.max(bucket_floor(k)));
         }
     }
-    0
+    (0, 0)
 }
