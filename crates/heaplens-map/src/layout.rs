@@ -272,6 +272,7 @@ impl Layout {
             l.first_ts = Some(trace.clock.to_ns(s.lo));
             l.last_ts = trace.clock.to_ns(s.hi);
         }
+        l.run_to_the_end(&trace);
         Ok((l, trace, index))
     }
 
@@ -290,9 +291,21 @@ impl Layout {
         let first_ts = index.first_ts().map(|t| trace.clock.to_ns(t));
         let damaged = trace.health.malformed_blocks;
         let make = |_| Layout::starting(window, by_class, first_ts);
-        let (mut trace, layout, _) = replay_split(path, trace, &index, make, progress, min_bytes)?;
+        let (mut trace, mut layout, _) = replay_split(path, trace, &index, make, progress, min_bytes)?;
         trace.health.malformed_blocks = damaged;
+        layout.run_to_the_end(&trace);
         Ok((layout, trace, index))
+    }
+
+    /// Extends the run past its last event to the end of recording (the monitor's End block),
+    /// so that the pictures draw the heap as the last event left it (a run whose last
+    /// allocation is its peak showed that peak one pixel wide, at the edge). At most as far
+    /// again as the events span (or 1 ms): an End block's time is outside input, and the
+    /// events should not shrink to a sliver of the picture.
+    fn run_to_the_end(&mut self, trace: &Trace) {
+        let (Some(first), Some(end)) = (self.first_ts, trace.end) else { return };
+        let span = self.last_ts.saturating_sub(first).max(1_000_000);
+        self.last_ts = self.last_ts.max(end.end_mono_ns.min(self.last_ts.saturating_add(span)));
     }
 }
 

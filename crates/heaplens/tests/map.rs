@@ -227,7 +227,20 @@ fn a_timeline_from_two_halves_at_once_is_the_timeline_from_one_pass() {
     let first_ns = |o: &str| -> f64 {
         o.split("bytes in use ").nth(1).and_then(|s| s.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(0.0)
     };
-    for window in [&[][..], &["--from", "20ms", "--to", "40ms"][..]] {
+    // A window around the peak, wherever this machine's run put it.
+    let peak = heaplens(&dir, &["timeline", trace.to_str().unwrap(), "-o", dir.join("p.svg").to_str().unwrap()]);
+    let said = peak.ok("timeline").stderr;
+    let unit = said.split("bytes in use ").nth(1).and_then(|s| s.split(' ').nth(1)).unwrap_or("");
+    let scale = match unit {
+        "s" => 1e9,
+        "ms" => 1e6,
+        "µs" => 1e3,
+        _ => 1.0,
+    };
+    let peak_ns = first_ns(&said) * scale;
+    assert!(peak_ns > 0.0, "{said}");
+    let (from, to) = (format!("{}ns", (peak_ns / 2.0) as u64), format!("{}ns", (peak_ns * 1.5) as u64 + 1));
+    for window in [&[][..], &["--from", from.as_str(), "--to", to.as_str()][..]] {
         let chart = |min: &str, out: &str| {
             let svg = dir.join(out);
             let mut all =
