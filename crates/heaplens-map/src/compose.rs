@@ -107,8 +107,23 @@ fn short_params(s: &str) -> String {
     out
 }
 
-/// The time axis under `[x, x + w)`: ticks and labels at `y`.
+/// How many intervals (at most `most`) the time axis `[from, to]` over `w` pixels can label
+/// without its labels running together (a narrow picture gets fewer).
+fn ticks_that_fit(w: usize, (from, to): (u64, u64), most: usize) -> usize {
+    (1..=most.max(1))
+        .rev()
+        .find(|&n| {
+            let widest = (0..=n).map(|k| width(&human_ns(from + (to - from) * k as u64 / n as u64))).max().unwrap_or(0);
+            // Labels are centred on ticks w / n apart, but the end ones hang inwards whole:
+            // next to them a centred label needs half its width more.
+            w / n >= widest * 3 / 2 + 8
+        })
+        .unwrap_or(1)
+}
+
+/// The time axis under `[x, x + w)`: ticks and labels at `y`, at most `ticks` intervals.
 fn time_axis(it: &mut Vec<Item>, x: usize, w: usize, y: usize, (from, to): (u64, u64), ticks: usize) {
+    let ticks = ticks_that_fit(w, (from, to), ticks);
     for k in 0..=ticks {
         let tx = x + (w - 1) * k / ticks;
         it.push(Item::Rect { x: tx, y, w: 1, h: 5, rgb: INK });
@@ -298,11 +313,12 @@ pub fn compose_timeline(p: &TimelineParts<'_>) -> (Scene, (usize, usize, usize, 
         it.push(text(LEFT - 8 - width(&label), y.saturating_sub(4), label));
     }
     let (from, to) = p.span_ns;
-    for k in 0..=4 {
-        let x = LEFT + (w - 1) * k / 4;
+    let ticks = ticks_that_fit(w, (from, to), 4);
+    for k in 0..=ticks {
+        let x = LEFT + (w - 1) * k / ticks;
         it.push(Item::Rect { x, y: axis_top - 3, w: 1, h: 5, rgb: INK });
-        let label = human_ns(from + (to - from) * k as u64 / 4);
-        let lx = x.saturating_sub(if k == 4 {
+        let label = human_ns(from + (to - from) * k as u64 / ticks as u64);
+        let lx = x.saturating_sub(if k == ticks {
             width(&label)
         } else if k == 0 {
             0
