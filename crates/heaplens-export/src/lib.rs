@@ -414,7 +414,7 @@ fn write_heap(
 ) -> std::io::Result<()> {
     match opts.format {
         Format::PprofText => pprof_text::write(w, t, stacks, done),
-        Format::Pprof => pprof::write(w, trace, t, by_thread, done),
+        Format::Pprof => pprof::write(w, trace, t, by_thread, opts.metric, done),
         Format::Firefox | Format::Heaptrack | Format::Parquet => unreachable!("exported by their own functions"),
         Format::Collapsed | Format::Flamegraph | Format::Icicle => {
             let folded = collapsed::lines(trace, t, stacks, opts.metric, opts.progress, Naming::default());

@@ -403,6 +403,11 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
     inject(pid, &library, &dest.monitor, a.max_frames, a.cpu.unwrap_or(0))?;
     if !a.quiet {
         eprintln!("heaplens: attached to process {pid} ({}); recording to {}", target.name, trace.display());
+        if let Some(old) = &dest.replaces {
+            // The existing file stays as it was until the new trace is whole (`heaplens live`
+            // follows the new one by the name above).
+            eprintln!("heaplens: the trace replaces {} once recording ends", old.display());
+        }
         eprintln!("heaplens: detach with Ctrl-C or: {} detach {pid}", crate::run::invoked_as());
     }
     let symbols = heaplens_interpret::symbolize::embedded::OnTheSide::start(&trace, pid);

@@ -139,6 +139,16 @@ fn check_all(dir: &WorkDir, program: &Path, trace: &Path) {
     assert_eq!(sums[2], live(&r, "objects"), "inuse_objects (live at exit)");
     assert_eq!(sums[3], live(&r, "bytes"), "inuse_space (live at exit)");
     let top_go = go_pprof_top(dir, &pb);
+    // --metric picks the value pprof shows first.
+    for (metric, shown) in
+        [("leaked-bytes", "inuse_space"), ("alloc-count", "alloc_objects"), ("alloc-bytes", "alloc_space")]
+    {
+        let pb = export(dir, trace, "pprof", Some(metric), &format!("{metric}.pb.gz"));
+        let mut cmd = Command::new("go");
+        cmd.args(["tool", "pprof", "-top"]).arg(&pb);
+        let out = run_cmd(cmd, &dir.path).ok("go tool pprof -top");
+        assert!(out.stdout.lines().any(|l| l == format!("Type: {shown}")), "{metric}: {}", out.stdout);
+    }
     check_heaptrack(dir, &export(dir, trace, "heaptrack", None, "out.heaptrack.zst"), &r);
     check_parquet(dir, &export(dir, trace, "parquet", None, "parquet"), &r, &top);
     let firefox = export(dir, trace, "firefox", None, "firefox.json");

@@ -190,20 +190,32 @@ impl Builder {
     }
 }
 
-/// Writes the heap profile of `stacks` (by stack and thread) of the trace at `path`.
+/// Writes the heap profile of `stacks` (by stack and thread) of the trace at `path`. Every
+/// sample carries all four of pprof's heap values; `metric` picks the one pprof shows first
+/// (`default_sample_type`): `alloc_objects`, `alloc_space`, or for the blocks live at exit
+/// (pprof's "in use" at the end of a heap profile) `inuse_objects` and `inuse_space`. The
+/// bytes in use at the peak have no pprof value: `alloc_space` then.
 pub fn write(
     w: &mut dyn Write,
     path: &Path,
     t: &Trace,
     stacks: &[((u32, u32), StackTotals)],
+    metric: crate::Metric,
     done: &mut Exported,
 ) -> io::Result<()> {
+    use crate::Metric;
+    let default = match metric {
+        Metric::AllocCount => "alloc_objects",
+        Metric::LeakedCount => "inuse_objects",
+        Metric::LeakedBytes => "inuse_space",
+        Metric::AllocBytes | Metric::InuseBytes | Metric::CpuSamples => "alloc_space",
+    };
     let mut b = Builder::new(
         path,
         t,
         &[("alloc_objects", "count"), ("alloc_space", "bytes"), ("inuse_objects", "count"), ("inuse_space", "bytes")],
         ("space", "bytes"),
-        "alloc_space",
+        default,
     );
     if let Some(proc) = &t.process {
         b.p.period = proc.sample_rate as i64;
