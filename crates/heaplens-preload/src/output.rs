@@ -306,11 +306,17 @@ const NAMES_NS: u64 = 1_000_000_000;
 /// names the threads; the names at exit come in any case. The names are read after the
 /// registry's lock is let go: threads starting and ending take it.
 fn name_threads(named: &mut std::collections::HashMap<u32, String>) {
-    let tids: Vec<u32> = match thread::REGISTRY.lock() {
+    let mut tids: Vec<u32> = match thread::REGISTRY.lock() {
         // SAFETY: registered states are alive while registered (and the lock is held).
         Ok(r) => r.iter().map(|&p| unsafe { (*(p as *const thread::ThreadState)).tid }).collect(),
         Err(_) => return,
     };
+    // Threads that are sampled but never allocated (`--cpu`, `--cpu-only`).
+    for tid in crate::cpu::sampled_tids() {
+        if !tids.contains(&tid) {
+            tids.push(tid);
+        }
+    }
     named.retain(|tid, _| tids.contains(tid));
     for tid in tids {
         let name = procinfo::thread_name(tid);
@@ -473,6 +479,9 @@ pub fn checkpoint(why: Checkpoint) {
                 crate::stats::add_stats(&st.stats());
             }
         }
+    }
+    for tid in crate::cpu::sampled_tids() {
+        queue::thread_name(tid);
     }
     if crate::config().stats && why != Checkpoint::Exec {
         crate::stats::print_stats();

@@ -48,10 +48,13 @@ pub fn extra(kind: BlockKind, payload: Vec<u8>) {
     }
 }
 
-/// Queues the name of thread `tid`.
+/// Queues the name of thread `tid`, when it can be read (a thread in its last destructors may
+/// be gone from /proc already: an empty name would undo the one written before).
 pub fn thread_name(tid: u32) {
     let name = procinfo::thread_name(tid);
-    extra(BlockKind::ThreadName, ThreadName { tid, name }.encode());
+    if !name.is_empty() {
+        extra(BlockKind::ThreadName, ThreadName { tid, name }.encode());
+    }
 }
 
 /// Queues module changes.

@@ -165,6 +165,10 @@ fn cpu_only_records_samples_alone() {
     assert!(monitor.iter().all(|p| p.ends_with("libheaplens_preload_cpu.so")) && !monitor.is_empty(), "{monitor:?}");
     let v = cpu_report(&dir, &trace);
     assert_eq!(u(&v, "rate_hz"), 250);
+    // Threads that never allocate through the monitor are named too (by the writer, and at
+    // their end), the program's main thread first of all.
+    let threads = arr(&v, "threads");
+    assert!(!threads.is_empty() && threads.iter().all(|t| t["name"] == "cpu_burn"), "{threads:#?}");
     // 2 x 300 ms at 250 Hz: about 150 samples.
     let cpu_ms = u(&v, "cpu_ns") / 1_000_000;
     assert!((500..=700).contains(&cpu_ms), "{cpu_ms} ms of CPU sampled for 600 ms burnt\n{v:#}");

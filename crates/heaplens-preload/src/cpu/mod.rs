@@ -299,18 +299,34 @@ fn retire(tid: u32) {
 /// sampler of an earlier attach (the key's value outlives it), then freed: it is acted on only
 /// while in place as this thread's.
 unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
-    // Under CREATE: an attach's `stop` must not delete this timer too (its id, once deleted,
-    // may be the program's next timer's).
-    let _one = CREATE.lock().unwrap_or_else(|e| e.into_inner());
     let tid = procinfo::gettid();
-    let Some(i) = place_of(tid) else { return };
-    if SAMPLERS[i].load(Ordering::Acquire) != p as usize {
-        return;
+    {
+        // Under CREATE: an attach's `stop` must not delete this timer too (its id, once
+        // deleted, may be the program's next timer's).
+        let _one = CREATE.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(i) = place_of(tid) else { return };
+        if SAMPLERS[i].load(Ordering::Acquire) != p as usize {
+            return;
+        }
+        let s = &*(p as *const Sampler);
+        tls::slot().cpu = std::ptr::null_mut();
+        libc::timer_delete(s.timer);
+        s.ended.store(true, Ordering::Release);
     }
-    let s = &*(p as *const Sampler);
-    tls::slot().cpu = std::ptr::null_mut();
-    libc::timer_delete(s.timer);
-    s.ended.store(true, Ordering::Release);
+    // Its name, for its samples: a thread that never allocated has no state of the
+    // recording's to name it at its end. (Guarded: the name is the monitor's allocation.)
+    if let Some(_g) = tls::Guard::enter() {
+        crate::queue::thread_name(tid);
+    }
+}
+
+/// The threads sampled now (for their names).
+pub fn sampled_tids() -> Vec<u32> {
+    (0..MAX_THREADS)
+        .filter(|&i| SAMPLERS[i].load(Ordering::Acquire) != 0)
+        .map(|i| TIDS[i].load(Ordering::Acquire))
+        .filter(|&t| t != 0)
+        .collect()
 }
 
 /// In a forked child: the parent's samplers are not this process's threads, and timers are not
