@@ -17,7 +17,10 @@
 //! - a path that names one of heaplens' own descriptors (`-`, `/dev/stdout`, `/dev/stderr`,
 //!   `/dev/fd/N`, `/proc/self/fd/N`, or a link to one) is written through that descriptor,
 //!   as a shell's `>` or `>>` opened it: a file it names is neither truncated nor replaced, and
-//!   the link is left alone.
+//!   the link is left alone; another process's (`/proc/PID/fd/N`) is opened anew, appending
+//!   where that process appends, never truncated;
+//! - a symbolic link is followed to the end of its chain, whether that exists or not (as a
+//!   shell's `>` follows it), and a loop of links is refused.
 //!
 //! ```no_run
 //! use std::io::Write;
@@ -62,11 +65,23 @@ impl Output {
     /// non-regular `path` for writing.
     pub fn create(path: &Path, inputs: &[&Path]) -> io::Result<Output> {
         refuse_inputs(path, inputs)?;
-        if let Some(fd) = own_descriptor(path) {
-            // SAFETY: `fd` is open in this process (checked by `own_descriptor`) and only
-            // borrowed to be duplicated.
-            let f = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
-            return Ok(Output { path: path.to_path_buf(), target: Target::InPlace(File::from(f)) });
+        match descriptor(path) {
+            Some(Descriptor::Own(fd)) => {
+                // SAFETY: `fd` is open in this process (checked by `descriptor`) and only
+                // borrowed to be duplicated.
+                let f = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+                return Ok(Output { path: path.to_path_buf(), target: Target::InPlace(File::from(f)) });
+            }
+            Some(Descriptor::Closed(fd)) => {
+                return Err(io::Error::new(io::ErrorKind::NotFound, format!("descriptor {fd} is not open")));
+            }
+            Some(Descriptor::Foreign { path: p, append }) => {
+                // Another process's descriptor: opened anew, never truncated, appended to as
+                // that process appends.
+                let f = std::fs::OpenOptions::new().write(true).append(append).open(&p)?;
+                return Ok(Output { path: path.to_path_buf(), target: Target::InPlace(f) });
+            }
+            None => {}
         }
         match std::fs::metadata(path) {
             Ok(m) if !m.is_file() && !m.is_dir() => {
@@ -75,12 +90,10 @@ impl Output {
             }
             Ok(m) if m.is_dir() => Err(io::Error::new(io::ErrorKind::IsADirectory, "it is a directory")),
             existing => {
-                // A link's target is what the user means; renaming over the link would turn it
-                // into a file of its own.
-                let real = match existing {
-                    Ok(_) => std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
-                    Err(_) => path.to_path_buf(),
-                };
+                // A link's target is what the user means, also one not there yet (as a
+                // shell's `>` creates it); renaming over the link would turn it into a file of
+                // its own.
+                let real = link_target(path)?;
                 // A replaced file keeps its mode; a new one gets the usual 0666 less the umask
                 // (tempfile's own 0600 would hide outputs from their readers).
                 let mode = existing.map(|m| m.mode() & 0o777).unwrap_or(0o666);
@@ -129,23 +142,49 @@ impl Output {
     }
 }
 
-/// The descriptor of this process that `path` names, through any chain of symbolic links:
-/// `/dev/fd/N`, `/proc/self/fd/N`, `/proc/thread-self/fd/N` or `/proc/PID/fd/N` with this
-/// process's PID (`/dev/stdout` is a link to `/proc/self/fd/1`), and `-` for the standard
-/// output. `None` for any other path,
-/// and for a descriptor that is not open.
+/// What a descriptor path names (see [`descriptor`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Descriptor {
+    /// A descriptor of this process, open.
+    Own(std::os::fd::RawFd),
+    /// A descriptor of this process that is not open.
+    Closed(std::os::fd::RawFd),
+    /// Another process's descriptor, `/proc/PID/fd/N`: `path` reopens its file, `append` when
+    /// that process opened it for appending (`>>`).
+    Foreign {
+        /// The `/proc` path to open.
+        path: PathBuf,
+        /// Its open flags have `O_APPEND`.
+        append: bool,
+    },
+}
+
+/// The descriptor `path` names, through any chain of symbolic links: `-` (the standard
+/// output), `/dev/fd/N`, `/proc/self/fd/N`, `/proc/thread-self/fd/N` and `/proc/PID/fd/N` with
+/// this process's PID are its own (`/dev/stdout` is a link to `/proc/self/fd/1`); another
+/// PID's is foreign. `None` for any other path.
 ///
 /// Such a path names an open file description, not a file: writing a new file and renaming
 /// it over the path would replace the link (or, followed, the file a shell opened for `>>`).
-pub fn own_descriptor(path: &Path) -> Option<std::os::fd::RawFd> {
+pub fn descriptor(path: &Path) -> Option<Descriptor> {
     if path == Path::new("-") {
-        return Some(1);
+        return Some(Descriptor::Own(1));
     }
     let mut p = std::path::absolute(path).ok()?;
     for _ in 0..40 {
-        if let Some(fd) = descriptor_name(&p) {
-            // SAFETY: F_GETFD only asks whether the descriptor is open.
-            return (unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1).then_some(fd);
+        match descriptor_name(&p) {
+            Some((None, fd)) => {
+                // SAFETY: F_GETFD only asks whether the descriptor is open.
+                let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1;
+                return Some(if open { Descriptor::Own(fd) } else { Descriptor::Closed(fd) });
+            }
+            Some((Some(pid), fd)) => {
+                let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
+                let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).map(str::trim).unwrap_or("0");
+                let append = u32::from_str_radix(flags, 8).is_ok_and(|f| f & libc::O_APPEND as u32 != 0);
+                return Some(Descriptor::Foreign { path: p, append });
+            }
+            None => {}
         }
         let next = std::fs::read_link(&p).ok()?;
         p = match p.parent() {
@@ -156,19 +195,53 @@ pub fn own_descriptor(path: &Path) -> Option<std::os::fd::RawFd> {
     None
 }
 
-/// `N` when `p` is spelled as one of this process's descriptor paths.
-fn descriptor_name(p: &Path) -> Option<std::os::fd::RawFd> {
+/// The descriptor of this process that `path` names (see [`descriptor`]), when it is open.
+pub fn own_descriptor(path: &Path) -> Option<std::os::fd::RawFd> {
+    match descriptor(path) {
+        Some(Descriptor::Own(fd)) => Some(fd),
+        _ => None,
+    }
+}
+
+/// `(None, N)` when `p` is spelled as one of this process's descriptor paths, `(Some(PID), N)`
+/// for another process's.
+fn descriptor_name(p: &Path) -> Option<(Option<u32>, std::os::fd::RawFd)> {
     use std::path::Component::Normal;
     let parts: Vec<_> = p.components().filter_map(|c| if let Normal(s) = c { s.to_str() } else { None }).collect();
-    let n = match parts.as_slice() {
-        ["dev", "fd", n] => n,
-        ["proc", who, "fd", n] if *who == "self" || *who == "thread-self" || *who == std::process::id().to_string() => {
-            n
+    let me = std::process::id();
+    let (who, n) = match parts.as_slice() {
+        ["dev", "fd", n] => (None, n),
+        ["proc", "self" | "thread-self", "fd", n] | ["proc", "self", "task", _, "fd", n] => (None, n),
+        ["proc", pid, "fd", n] | ["proc", pid, "task", _, "fd", n] => {
+            let pid: u32 = pid.parse().ok()?;
+            ((pid != me).then_some(pid), n)
         }
-        ["proc", "self", "task", _, "fd", n] => n,
         _ => return None,
     };
-    n.parse().ok().filter(|n: &std::os::fd::RawFd| *n >= 0)
+    let n = n.parse().ok().filter(|n: &std::os::fd::RawFd| *n >= 0)?;
+    Some((who, n))
+}
+
+/// Where writing `path` should land: the file itself, or for a symbolic link the end of its
+/// chain, whether it exists or not (as a shell's `>` follows it).
+///
+/// # Errors
+/// A chain of links that loops (more than 40).
+fn link_target(path: &Path) -> io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&p) {
+            Ok(next) => {
+                p = match p.parent() {
+                    Some(dir) => dir.join(next),
+                    None => next,
+                }
+            }
+            // Not a link (or not there): here it is.
+            Err(_) => return Ok(std::fs::canonicalize(&p).unwrap_or(p)),
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::InvalidInput, "too many levels of symbolic links"))
 }
 
 /// Makes the directory `dir` (and its parents) for an output of several files, refusing it
@@ -178,6 +251,9 @@ fn descriptor_name(p: &Path) -> Option<std::os::fd::RawFd> {
 /// `InvalidInput` when `dir` is one of `inputs`; the error of `create_dir_all`.
 pub fn create_dir(dir: &Path, inputs: &[&Path]) -> io::Result<()> {
     refuse_inputs(dir, inputs)?;
+    if descriptor(dir).is_some() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "this output is a directory: give a directory's name"));
+    }
     std::fs::create_dir_all(dir)
 }
 
@@ -263,6 +339,43 @@ mod tests {
         assert_eq!(own_descriptor(&log), None);
         assert_eq!(own_descriptor(Path::new("/proc/1/fd/1")), None);
         assert_eq!(own_descriptor(Path::new("-")), Some(1));
+    }
+
+    #[test]
+    fn another_processs_descriptor_is_appended_to_and_links_are_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log.txt");
+        std::fs::write(&log, b"before\n").unwrap();
+        // A shell appending to the log, as `sleep 30 >> log.txt` leaves it.
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .stdout(std::fs::OpenOptions::new().append(true).open(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let foreign = PathBuf::from(format!("/proc/{}/fd/1", sleeper.id()));
+        assert!(matches!(descriptor(&foreign), Some(Descriptor::Foreign { append: true, .. })));
+        let out = Output::create(&foreign, &[]).unwrap();
+        out.file().unwrap().write_all(b"x\n").unwrap();
+        out.commit().unwrap();
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert_eq!(std::fs::read(&log).unwrap(), b"before\nx\n");
+        // A link to a file not there yet creates that file, the link stays.
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("new.txt"), &dangling).unwrap();
+        let out = Output::create(&dangling, &[]).unwrap();
+        out.file().unwrap().write_all(b"new").unwrap();
+        out.commit().unwrap();
+        assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(dir.path().join("new.txt")).unwrap(), b"new");
+        // A loop of links is refused, the links left alone; so is a descriptor not open.
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::os::unix::fs::symlink(&b, &a).unwrap();
+        std::os::unix::fs::symlink(&a, &b).unwrap();
+        assert!(Output::create(&a, &[]).is_err());
+        assert!(std::fs::symlink_metadata(&a).unwrap().file_type().is_symlink());
+        assert_eq!(Output::create(Path::new("/dev/fd/987654"), &[]).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert!(create_dir(Path::new("/dev/stdout"), &[]).is_err());
     }
 
     #[test]

@@ -36,10 +36,16 @@ struct Target {
     name: String,
 }
 
+/// A file of `/proc`, its bytes not UTF-8 replaced: a program's name or a mapped path may be
+/// any bytes, which must not read as a missing process.
+fn proc_text(path: impl AsRef<Path>) -> std::io::Result<String> {
+    std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 /// Refuses, with one line, a process heaplens cannot or must not attach to.
 fn check_target(pid: u32) -> Result<Target> {
     let proc = PathBuf::from(format!("/proc/{pid}"));
-    let status = match std::fs::read_to_string(proc.join("status")) {
+    let status = match proc_text(proc.join("status")) {
         Ok(s) => s,
         Err(_) => bail!("no process {pid} (has it exited?)"),
     };
@@ -99,7 +105,7 @@ fn check_target(pid: u32) -> Result<Target> {
         bail!("process {pid} is already attached (heaplens detach {pid} ends that first)");
     }
     let read_maps = || {
-        std::fs::read_to_string(proc.join("maps"))
+        proc_text(proc.join("maps"))
             .with_context(|| format!("cannot read the memory map of process {pid}: ptrace is refused"))
     };
     let has_libc = |maps: &str| maps.lines().any(|l| l.contains("/libc.so.6"));
@@ -129,7 +135,7 @@ const MIN_AGE: Duration = Duration::from_millis(300);
 
 /// How long process `pid` has run (from `/proc/PID/stat` and the system's uptime).
 fn age(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = proc_text(format!("/proc/{pid}/stat")).ok()?;
     // Field 22, counted after the command's closing parenthesis (field 2 may hold spaces).
     let start_ticks: u64 = stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()?;
     // SAFETY: no preconditions.
@@ -297,18 +303,18 @@ fn alive(pid: u32) -> bool {
 /// started by heaplens.
 fn attach_in_progress(pid: u32) -> bool {
     let Some((t, comm)) = tracer(pid) else { return false };
-    let parent = std::fs::read_to_string(format!("/proc/{t}/stat"))
+    let parent = proc_text(format!("/proc/{t}/stat"))
         .ok()
         .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok()));
-    let parent_comm = parent.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).ok()).unwrap_or_default();
+    let parent_comm = parent.and_then(|p| proc_text(format!("/proc/{p}/comm")).ok()).unwrap_or_default();
     comm == "gdb" && parent_comm.starts_with("heaplens")
 }
 
 /// The process tracing `pid` (its `TracerPid`) and its command name.
 fn tracer(pid: u32) -> Option<(u32, String)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = proc_text(format!("/proc/{pid}/status")).ok()?;
     let t: u32 = status.lines().find_map(|l| l.strip_prefix("TracerPid:"))?.trim().parse().ok()?;
-    (t != 0).then(|| (t, std::fs::read_to_string(format!("/proc/{t}/comm")).unwrap_or_default().trim_end().to_string()))
+    (t != 0).then(|| (t, proc_text(format!("/proc/{t}/comm")).unwrap_or_default().trim_end().to_string()))
 }
 
 /// Whether process `pid` is stopped (by a signal, or a debugger).
@@ -318,7 +324,7 @@ fn stopped(pid: u32) -> bool {
 
 /// The state letter of process `pid` (`R`, `S`, `T`, `Z`, ...).
 fn state(pid: u32) -> Option<String> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = proc_text(format!("/proc/{pid}/status")).ok()?;
     status.lines().find_map(|l| l.strip_prefix("State:")).and_then(|v| v.split_whitespace().next()).map(str::to_string)
 }
 
@@ -387,6 +393,7 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
     let library = crate::run::find_preload()?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let template = match &a.output {
+        Some(o) if o.as_os_str() == "-" => o.clone(),
         Some(o) => cwd.join(o),
         None => default_trace(&cwd, &target.name, pid),
     };

@@ -95,11 +95,11 @@ pub(crate) fn destination(template: &Path, program: Option<&Path>) -> Result<Des
         return Ok(Destination { monitor: template.to_path_buf(), replaces: None });
     }
     heaplens_output::refuse_inputs(template, program.as_slice()).with_context(cannot)?;
-    if heaplens_output::own_descriptor(template).is_some() {
+    if heaplens_output::descriptor(template).is_some() {
         // The monitor opens the path in the program, which would truncate what a shell's `>>`
         // opened there, and the program's own output shares the descriptor.
         anyhow::bail!(
-            "cannot write the trace to {}: it is one of heaplens' descriptors, which the program writes to too; give a file name",
+            "cannot write the trace to {}: it names an open descriptor (the standard output, /proc/PID/fd/N), which the monitor would reopen and truncate and the program writes to too; give a file name",
             template.display()
         );
     }
@@ -162,6 +162,8 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     let name = Path::new(program).file_name().unwrap_or(OsStr::new("program"));
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let template = match &a.output {
+        // `-` is the standard output, which is the program's: refused as such below.
+        Some(o) if o.as_os_str() == "-" => o.clone(),
         Some(o) => cwd.join(o),
         None => {
             let mut n = OsString::from("heaplens.");

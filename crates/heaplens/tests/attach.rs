@@ -386,3 +386,23 @@ fn a_stopped_process_detaches_when_it_continues_and_its_live_blocks_are_no_leaks
     let _ = reader.kill();
     let _ = reader.wait();
 }
+
+#[test]
+fn a_program_whose_path_is_not_utf8_is_attached_to() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = WorkDir::new("attach-bytes");
+    need_ptrace!(dir);
+    let exe = loop_program(&dir);
+    // Its name (in /proc/PID/status) and its mapped path (in /proc/PID/maps) hold the byte.
+    let odd_dir = dir.join(std::ffi::OsStr::from_bytes(b"dir\xffx"));
+    std::fs::create_dir(&odd_dir).unwrap();
+    let odd = odd_dir.join(std::ffi::OsStr::from_bytes(b"loop\xff"));
+    std::fs::copy(&exe, &odd).unwrap();
+    let program = Program::start(&dir, &odd, &["sleep", "3"], false);
+    std::thread::sleep(Duration::from_millis(400));
+    let trace = dir.join("odd.hltrace");
+    let out = attach(&dir, program.pid(), &["-o", trace.to_str().unwrap(), "--duration", "0.5"]);
+    assert!(out.status.success(), "{}", out.show());
+    assert_eq!(program.finish().status.code(), Some(5));
+    assert_eq!(at(&report(&dir, &trace), "trace/detached"), &serde_json::Value::Bool(true));
+}
