@@ -287,7 +287,7 @@ pub struct ReportArgs {
     /// How allocations are charged to functions.
     #[command(flatten)]
     pub attribution: attribution::AttributionArgs,
-    /// Rows shown per table (0 = all).
+    /// Rows shown per table of the text (0 = all; --format json holds every row).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,
     /// Output format.
