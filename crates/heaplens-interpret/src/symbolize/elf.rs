@@ -226,7 +226,12 @@ fn read_symbols(path: &Path) -> SymbolTable {
 
 /// A symbol's name as reports show it: demangled, without its symbol version.
 fn symbol_name(raw: &str) -> String {
-    demangle(raw.split('@').next().unwrap_or(raw))
+    // `name@VERSION`, `name@@VERSION`; a symbol that starts with `@` has no name before it.
+    let name = match raw.find('@') {
+        Some(at) if at > 0 => &raw[..at],
+        _ => raw,
+    };
+    demangle(name)
 }
 
 impl Files {
@@ -302,5 +307,16 @@ impl Symbolizer for ElfSymbolizer {
                 last.function = Some(name);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn symbol_versions_go_and_names_stay() {
+        assert_eq!(super::symbol_name("memcpy@@GLIBC_2.14"), "memcpy");
+        assert_eq!(super::symbol_name("malloc@GLIBC_2.2.5"), "malloc");
+        assert_eq!(super::symbol_name("@/etc/passwd"), "@/etc/passwd");
+        assert_eq!(super::symbol_name("plain"), "plain");
     }
 }
