@@ -93,14 +93,12 @@ fn strip_return_type(s: String) -> String {
         match c {
             '<' | '[' | '{' => depth += 1,
             '>' | ']' | '}' => depth -= 1,
-            '(' if depth == 0 => {
-                return match cut {
-                    Some(at) => s[at..].to_string(),
-                    None => s,
-                };
-            }
-            // `operator new(unsigned long)`, `operator unsigned long()`: no return type after it.
-            'o' if depth == 0 && s[i..].starts_with("operator") && (i == 0 || !is_ident(s.as_bytes()[i - 1])) => {
+            // The parameters; or `operator new(unsigned long)`, `operator unsigned long()`,
+            // after which no space ends a return type.
+            '(' | 'o'
+                if depth == 0
+                    && (c == '(' || s[i..].starts_with("operator") && (i == 0 || !is_ident(s.as_bytes()[i - 1]))) =>
+            {
                 return match cut {
                     Some(at) => s[at..].to_string(),
                     None => s,

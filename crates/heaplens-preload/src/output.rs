@@ -321,7 +321,7 @@ fn name_threads(named: &mut std::collections::HashMap<u32, String>) {
     for tid in tids {
         let name = procinfo::thread_name(tid);
         if !name.is_empty() && named.get(&tid) != Some(&name) {
-            queue::extra(BlockKind::ThreadName, heaplens_trace::ThreadName { tid, name: name.clone() }.encode());
+            queue::named(tid, name.clone());
             named.insert(tid, name);
         }
     }
@@ -470,17 +470,19 @@ pub fn finish() {
 /// block supersedes this one.
 pub fn checkpoint(why: Checkpoint) {
     thread::flush_all();
+    let mut named = Vec::new();
     if let Ok(r) = thread::REGISTRY.lock() {
         for &p in r.iter() {
             // SAFETY: registered states are alive while registered.
             let st = unsafe { &*(p as *const thread::ThreadState) };
             queue::thread_name(st.tid);
+            named.push(st.tid);
             if why != Checkpoint::Exec {
                 crate::stats::add_stats(&st.stats());
             }
         }
     }
-    for tid in crate::cpu::sampled_tids() {
+    for tid in crate::cpu::sampled_tids().into_iter().filter(|t| !named.contains(t)) {
         queue::thread_name(tid);
     }
     if crate::config().stats && why != Checkpoint::Exec {

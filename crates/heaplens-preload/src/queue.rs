@@ -53,8 +53,13 @@ pub fn extra(kind: BlockKind, payload: Vec<u8>) {
 pub fn thread_name(tid: u32) {
     let name = procinfo::thread_name(tid);
     if !name.is_empty() {
-        extra(BlockKind::ThreadName, ThreadName { tid, name }.encode());
+        named(tid, name);
     }
+}
+
+/// Queues `name` as thread `tid`'s.
+pub fn named(tid: u32, name: String) {
+    extra(BlockKind::ThreadName, ThreadName { tid, name }.encode());
 }
 
 /// Queues module changes.

@@ -38,12 +38,14 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    let bytes = (n * mult).round();
+    whole(n * mult).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// `v` rounded to a u64, `None` past 2^64 - 1.
+fn whole(v: f64) -> Option<u64> {
+    let v = v.round();
     // 2^64 itself is the first f64 past u64::MAX.
-    if bytes >= 18_446_744_073_709_551_616.0 {
-        return Err(format!("`{s}` is too large"));
-    }
-    Ok(bytes as u64)
+    (v < 18_446_744_073_709_551_616.0).then_some(v as u64)
 }
 
 /// A sampling rate: a size of at least one byte.
@@ -93,11 +95,7 @@ fn parse_time_or(s: &str, plain: f64) -> Result<u64, String> {
         "h" => 3600e9,
         _ => return Err(format!("unknown unit in `{s}` (use ns, us, ms, s, m or h)")),
     };
-    let ns = (n * mult).round();
-    if ns >= 18_446_744_073_709_551_616.0 {
-        return Err(format!("`{s}` is too long (at most 584 years)"));
-    }
-    Ok(ns as u64)
+    whole(n * mult).ok_or_else(|| format!("`{s}` is too long (at most 584 years)"))
 }
 
 /// `LO-HI`, hexadecimal with or without `0x`.

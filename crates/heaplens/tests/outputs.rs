@@ -47,6 +47,15 @@ fn argv_hex(dir: &WorkDir) -> PathBuf {
     compile_c(dir, "argv_hex.c", &[])
 }
 
+/// A work directory named `name`, argv_hex built in it and its trace `t.hltrace` of `argv_hex x`.
+fn traced(name: &str) -> (WorkDir, PathBuf, PathBuf) {
+    let dir = WorkDir::new(name);
+    let exe = argv_hex(&dir);
+    let trace = dir.join("t.hltrace");
+    run_traced(&dir, &trace, &exe, &["x"]).ok("heaplens run");
+    (dir, exe, trace)
+}
+
 #[test]
 fn run_refuses_the_program_as_output() {
     let dir = WorkDir::new("run-onto-program");
@@ -80,10 +89,7 @@ fn run_replaces_an_existing_trace_whole() {
 
 #[test]
 fn outputs_equal_to_the_trace_are_refused() {
-    let dir = WorkDir::new("onto-trace");
-    let exe = argv_hex(&dir);
-    let trace = dir.join("t.hltrace");
-    run_traced(&dir, &trace, &exe, &["x"]).ok("heaplens run");
+    let (dir, _, trace) = traced("onto-trace");
     let before = std::fs::read(&trace).unwrap();
     let hard = dir.join("hard.hltrace");
     std::fs::hard_link(&trace, &hard).unwrap();
@@ -104,10 +110,7 @@ fn outputs_equal_to_the_trace_are_refused() {
 
 #[test]
 fn an_existing_output_is_kept_on_failure_and_replaced_whole_on_success() {
-    let dir = WorkDir::new("keep-or-replace");
-    let exe = argv_hex(&dir);
-    let trace = dir.join("t.hltrace");
-    run_traced(&dir, &trace, &exe, &["x"]).ok("heaplens run");
+    let (dir, _, trace) = traced("keep-or-replace");
     let bad = dir.join("bad.hltrace");
     std::fs::write(&bad, b"not a trace at all, and long enough to be read as one").unwrap();
     let out_dir = dir.join("out");
@@ -132,10 +135,7 @@ fn an_existing_output_is_kept_on_failure_and_replaced_whole_on_success() {
 
 #[test]
 fn devices_are_written_in_place() {
-    let dir = WorkDir::new("devices");
-    let exe = argv_hex(&dir);
-    let trace = dir.join("t.hltrace");
-    run_traced(&dir, &trace, &exe, &["x"]).ok("heaplens run");
+    let (dir, exe, trace) = traced("devices");
     let is_char = |p: &str| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_char_device());
     assert!(is_char("/dev/null") && is_char("/dev/full"));
     for cmd in WRITERS.iter().filter(|c| !c.contains(&"parquet")) {
@@ -155,10 +155,7 @@ fn devices_are_written_in_place() {
 
 #[test]
 fn descriptor_paths_write_through_the_shells_descriptor() {
-    let dir = WorkDir::new("descriptors");
-    let exe = argv_hex(&dir);
-    let trace = dir.join("t.hltrace");
-    run_traced(&dir, &trace, &exe, &["x"]).ok("heaplens run");
+    let (dir, exe, trace) = traced("descriptors");
     let log = dir.join("log.txt");
     std::fs::write(&log, "before\n").unwrap();
     // A link of the user's own to the standard output, as /dev/stdout is the system's.

@@ -29,16 +29,17 @@ pub fn lifetimes(
                 None => ("<unknown>".into(), None),
             };
             let last = |h: &[u64; BUCKETS]| h.iter().rposition(|&n| n > 0).map_or(0, |k| k + 1);
+            let (ns, steps) = (median(&l.ns, l.freed), median(&l.steps, l.freed));
             LifetimeRow {
                 function,
                 module,
                 freed: l.freed,
                 short_lived: l.short_lived,
-                median_ns: median(&l.ns, l.freed).0,
-                median_ns_high: median(&l.ns, l.freed).1.min(l.max_ns),
+                median_ns: ns.0,
+                median_ns_high: ns.1.min(l.max_ns),
                 max_ns: l.max_ns,
-                median_steps: median(&l.steps, l.freed).0,
-                median_steps_high: median(&l.steps, l.freed).1,
+                median_steps: steps.0,
+                median_steps_high: steps.1,
                 live_at_exit: l.live_at_exit,
                 ns_buckets: l.ns[..last(&l.ns)].to_vec(),
                 steps_buckets: l.steps[..last(&l.steps)].to_vec(),
