@@ -4,9 +4,11 @@
 //! ([`frame`]), which also keeps inferno's SVG well-formed: its XML writer escapes markup but
 //! passes control characters through.
 
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::Path;
 
+use heaplens_interpret::elide::elide_generics;
 use heaplens_interpret::load::StackTable;
 use heaplens_interpret::names::{for_line, for_xml};
 use heaplens_interpret::paths::{resolve_named, resolve_samples, FrameTable, Naming, Paths};
@@ -17,7 +19,9 @@ use crate::totals::StackTotals;
 use crate::Metric;
 
 /// The folded line of every stack whose metric is not 0 (stacks whose functions are the same
-/// merged), functions named as `naming` says, with the symbolizer's warnings.
+/// merged), functions named as `naming` says (without `full_names`, generic arguments elided
+/// where no two functions of the graph then read alike: see [`fold`]), with the symbolizer's
+/// warnings.
 pub fn lines(
     path: &Path,
     t: &Trace,
@@ -27,7 +31,8 @@ pub fn lines(
     naming: Naming,
 ) -> (Vec<(String, u64)>, Vec<String>) {
     let kept: Vec<(u32, u64)> = stacks.iter().map(|(id, s)| (*id, metric.of(s))).filter(|&(_, n)| n > 0).collect();
-    fold(path, t, &kept, |st, ids, sym| resolve_named(st, ids, sym, progress, naming))
+    let whole = Naming { full_names: true, ..naming };
+    fold(path, t, &kept, !naming.full_names, |st, ids, sym| resolve_named(st, ids, sym, progress, whole))
 }
 
 /// The folded line of every CPU-sample stack of `by_stack` (`(stack id, samples)`), weighted by
@@ -40,23 +45,30 @@ pub fn sample_lines(
     progress: bool,
 ) -> (Vec<(String, u64)>, Vec<String>) {
     let kept: Vec<(u32, u64)> = by_stack.iter().copied().filter(|&(_, n)| n > 0).collect();
-    fold(path, t, &kept, |st, ids, sym| resolve_samples(st, ids, sym, progress, Naming::default()))
+    let whole = Naming { full_names: true, ..Naming::default() };
+    fold(path, t, &kept, true, |st, ids, sym| resolve_samples(st, ids, sym, progress, whole))
 }
 
-/// Folds `kept` (`(stack id, weight)`), its paths from `resolve`.
+/// Folds `kept` (`(stack id, weight)`), its paths from `resolve` with whole names. With
+/// `elide`, a name's template and generic arguments are elided
+/// ([`heaplens_interpret::elide::elide_generics`]) unless another function of the graph
+/// elides to the same name: `fill<int>` and `fill<long>` are two frames, not one `fill‹…>` of
+/// their summed weight.
 fn fold(
     path: &Path,
     t: &Trace,
     kept: &[(u32, u64)],
+    elide: bool,
     resolve: impl FnOnce(&StackTable, &[u32], &mut dyn Symbolizer) -> (FrameTable, Paths),
 ) -> (Vec<(String, u64)>, Vec<String>) {
     let ids: Vec<u32> = kept.iter().map(|&(id, _)| id).collect();
     let (mut sym, damaged) = for_trace(path, t);
     let (frames, paths) = resolve(&t.stacks, &ids, sym.as_mut());
+    let shown = shown_names(&frames, &paths, kept.len(), elide);
     let mut folded: std::collections::BTreeMap<String, u64> = Default::default();
     for (i, &(_, n)) in kept.iter().enumerate() {
         let names: Vec<String> =
-            paths.get(i).iter().rev().map(|&site| frame(frames.name(frames.function_of(site)))).collect();
+            paths.get(i).iter().rev().map(|&site| frame(&shown[frames.function_of(site) as usize])).collect();
         let line = if names.is_empty() { "[unknown]".to_string() } else { names.join(";") };
         *folded.entry(line).or_default() += n;
     }
@@ -65,6 +77,34 @@ fn fold(
         warnings.insert(0, "the symbols embedded in the trace are damaged: symbolized from the module files".into());
     }
     (folded.into_iter().collect(), warnings)
+}
+
+/// Each function's name as the graph shows it, by function id: elided where that is
+/// unambiguous among the functions the first `n` paths hold, when `elide`.
+fn shown_names(frames: &FrameTable, paths: &Paths, n: usize, elide: bool) -> Vec<String> {
+    let ids = 0..frames.functions_len() as u32;
+    let mut shown: Vec<String> = ids.clone().map(|f| frames.name(f).to_string()).collect();
+    if !elide {
+        return shown;
+    }
+    let mut used = vec![false; shown.len()];
+    for i in 0..n {
+        for &site in paths.get(i) {
+            used[frames.function_of(site) as usize] = true;
+        }
+    }
+    // Per elided name, the whole names that read as it (one name in two modules is one).
+    let short: Vec<String> = shown.iter().map(|n| elide_generics(n).into_owned()).collect();
+    let mut readers: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for f in ids.clone().filter(|&f| used[f as usize]) {
+        readers.entry(&short[f as usize]).or_default().insert(&shown[f as usize]);
+    }
+    let unambiguous: Vec<bool> =
+        ids.clone().map(|f| readers.get(short[f as usize].as_str()).is_some_and(|r| r.len() == 1)).collect();
+    for f in ids.filter(|&f| unambiguous[f as usize]) {
+        shown[f as usize] = short[f as usize].clone();
+    }
+    shown
 }
 
 /// A function's name as a folded frame. A line is `frame;...;frame count`: a line end in the

@@ -226,6 +226,11 @@ impl FrameTable {
         self.sites[site as usize].function
     }
 
+    /// How many functions there are: their ids are `0..functions_len()`.
+    pub fn functions_len(&self) -> usize {
+        self.functions.len()
+    }
+
     /// The name of a function.
     pub fn name(&self, f: FunctionId) -> &str {
         &self.functions[f as usize].name

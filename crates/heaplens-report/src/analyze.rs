@@ -130,6 +130,14 @@ fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options, s
     summary.suppressed_bytes = suppressions.iter().map(|s| s.bytes).sum::<u64>().min(summary.leaked_bytes);
     summary.leaked_objects -= summary.suppressed_objects;
     summary.leaked_bytes -= summary.suppressed_bytes;
+    let profile = opts.profile.then(|| {
+        // A run that recorded every event and never held a byte has its peak known: none.
+        let none = heaplens_interpret::idmap::IdMap::default();
+        let every_event = info.sample_rate == 0 && !info.aggregated;
+        let at_peak = second.peak.and_then(|p| p.at_peak.as_ref());
+        let at_peak = at_peak.or((every_event && summary.peak_bytes == 0).then_some(&none));
+        crate::tables::profile::profile(inp, at_peak, opts.leak_depth)
+    });
     Report {
         trace: info,
         process: summary::process_info(trace),
@@ -142,10 +150,7 @@ fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options, s
         call_graph: callgraph::call_graph(inp),
         lifetimes: second.lifetimes.map(|l| crate::tables::lifetimes::lifetimes(inp, &l.stacks)),
         cxx: second.cxx.map(|c| cxx_tables(trace, c, sym, opts.naming)),
-        profile: opts.profile.then(|| {
-            let at_peak = second.peak.and_then(|p| p.at_peak.as_ref());
-            crate::tables::profile::profile(inp, at_peak, opts.leak_depth)
-        }),
+        profile,
     }
 }
 

@@ -39,6 +39,22 @@ pub struct Contributor {
     pub amount: u64,
     /// `bytes` or `allocations`.
     pub unit: &'static str,
+    /// The name as a line shows it: generic arguments elided, unless another function of the
+    /// run would then read the same.
+    #[serde(skip)]
+    pub shown: String,
+}
+
+/// `name` with generic arguments elided, or whole when one of `all` (whole names) elides to
+/// the same and is another function.
+fn shown<'a>(name: &str, all: impl Iterator<Item = &'a str>) -> String {
+    let short = elide_generics(name);
+    let mut all = all;
+    if all.any(|o| o != name && elide_generics(o) == short) {
+        name.to_string()
+    } else {
+        short.into_owned()
+    }
 }
 
 /// One budget checked.
@@ -59,28 +75,49 @@ pub struct Verdict {
     pub holds: bool,
     /// The function contributing most, where one is known.
     pub top: Option<Contributor>,
+    /// Where the budget was given: `command line`, or the budgets file's path.
+    pub source: String,
+}
+
+/// `a` and `b` as `show` gives them with the fewest places (from `places` up to 12) that
+/// tell them apart, so that a broken budget never reads as equal to its value.
+fn apart(a: f64, b: f64, places: usize, show: impl Fn(f64, usize) -> String) -> (String, String) {
+    let mut p = places;
+    while p < 12 && a != b && show(a, p) == show(b, p) {
+        p += 1;
+    }
+    (show(a, p), show(b, p))
 }
 
 impl Verdict {
+    fn show_limit(&self) -> String {
+        match self.unit {
+            "bytes" => human_bytes(self.limit as u64),
+            "percent" => format!("{}%", self.limit),
+            _ => format!("{}", self.limit),
+        }
+    }
+
     /// One line for a person: `peak bytes in use: 5.20 MiB, over the budget of 4.00 MiB (most:
     /// build_index, 3.10 MiB)`.
     pub fn line(&self) -> String {
-        let show = |v: f64| match self.unit {
-            _ if v.is_infinite() => "new (from 0)".to_string(),
-            "bytes" => human_bytes(v as u64),
-            "percent" => format!("{v:.1}%"),
-            _ => format!("{v}"),
+        let (value, limit) = match self.unit {
+            _ if self.value.is_infinite() => ("new (from 0)".to_string(), self.show_limit()),
+            // Bytes within 1% of each other could round alike, or into two units
+            // (1.00 GiB, 1024.00 MiB): shown whole then.
+            "bytes" if self.value != self.limit && (self.value - self.limit).abs() < 0.01 * self.limit.max(1.0) => {
+                (format!("{} B", self.value), format!("{} B", self.limit))
+            }
+            "bytes" => (human_bytes(self.value as u64), human_bytes(self.limit as u64)),
+            "percent" => apart(self.value, self.limit, 1, |v, p| format!("{v:.p$}%")),
+            _ => (format!("{}", self.value), format!("{}", self.limit)),
         };
-        let (mut value, mut limit) = (show(self.value), show(self.limit));
-        // Rounded alike, the two would not show why the budget broke.
-        if value == limit && self.value != self.limit {
-            (value, limit) = match self.unit {
-                "bytes" => (format!("{} B", self.value), format!("{} B", self.limit)),
-                _ => (format!("{}", self.value), format!("{}", self.limit)),
-            };
-        }
         let verdict = if self.holds { "within" } else { "over" };
-        let mut s = format!("{}: {value}, {verdict} the budget of {limit} (--{})", self.what, self.budget);
+        let origin = match self.source.as_str() {
+            "command line" => format!("--{}", self.budget),
+            file => format!("{} in {}", self.budget.replace('-', "_"), for_terminal(file)),
+        };
+        let mut s = format!("{}: {value}, {verdict} the budget of {limit} ({origin})", self.what);
         if let Some(t) = &self.top {
             let mut amount = match t.unit {
                 "bytes" => human_bytes(t.amount),
@@ -89,7 +126,7 @@ impl Verdict {
             if self.unit == "percent" && self.budget == "max-growth" {
                 amount.push_str(" more");
             }
-            s.push_str(&format!("; most from {} ({amount})", for_terminal(&elide_generics(&t.function))));
+            s.push_str(&format!("; most from {} ({amount})", for_terminal(&t.shown)));
         }
         s
     }
@@ -100,13 +137,17 @@ impl Verdict {
 fn top(r: &Report, field: fn(&Metrics) -> u64, unit: &'static str) -> Option<Contributor> {
     let p = r.profile.as_ref()?;
     let best = p.functions.iter().max_by_key(|f| field(&f.metrics)).filter(|f| field(&f.metrics) > 0)?;
-    Some(Contributor { function: best.key.join(" > "), amount: field(&best.metrics), unit })
+    let function = best.key.join(" > ");
+    let shown = shown(&function, p.functions.iter().flat_map(|f| f.key.iter().map(String::as_str)));
+    Some(Contributor { function, amount: field(&best.metrics), unit, shown })
 }
 
 /// The leak table's largest row, by its innermost frame (suppressed blocks are not leaks).
 fn top_leak(r: &Report) -> Option<Contributor> {
     let row = r.leaks.first()?;
-    Some(Contributor { function: row.path.last().cloned().unwrap_or_default(), amount: row.bytes, unit: "bytes" })
+    let function = row.path.last().cloned().unwrap_or_default();
+    let shown = shown(&function, r.leaks.iter().filter_map(|l| l.path.last().map(String::as_str)));
+    Some(Contributor { function, amount: row.bytes, unit: "bytes", shown })
 }
 
 /// Checks `r` against `b`; `growth` is the diff from the base run, for `max_growth_percent`
@@ -116,7 +157,9 @@ pub fn check(r: &Report, growth: Option<&Diff>, b: &Budgets) -> Vec<Verdict> {
     let mut out = Vec::new();
     let mut add = |budget, what: &str, limit: f64, value: f64, unit, top: Option<Contributor>| {
         let holds = value <= limit;
-        out.push(Verdict { budget, what: what.into(), limit, value, unit, holds, top: if holds { None } else { top } });
+        let top = if holds { None } else { top };
+        let source = "command line".to_string();
+        out.push(Verdict { budget, what: what.into(), limit, value, unit, holds, top, source });
     };
     if let Some(max) = b.max_peak {
         add(
@@ -164,7 +207,12 @@ pub fn check(r: &Report, growth: Option<&Diff>, b: &Budgets) -> Vec<Verdict> {
             };
             let grew = d.functions.grew.iter().max_by_key(|c| field(&c.change)).filter(|c| field(&c.change) > 0);
             let unit = if line.name == "allocations" { "allocations" } else { "bytes" };
-            let top = grew.map(|c| Contributor { function: c.key.join(" > "), amount: field(&c.change) as u64, unit });
+            let all =
+                || d.functions.grew.iter().chain(&d.functions.shrank).flat_map(|c| c.key.iter().map(String::as_str));
+            let top = grew.map(|c| {
+                let function = c.key.join(" > ");
+                Contributor { shown: shown(&function, all()), function, amount: field(&c.change) as u64, unit }
+            });
             let what = format!("growth of {} over the base", line.name.replace('_', " "));
             add("max-growth", &what, max, pct, "percent", top);
         }

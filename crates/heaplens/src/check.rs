@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use heaplens_report::budget::{self, Budgets, Verdict};
 use serde::Deserialize;
+use toml::Spanned;
 
 use crate::attribution::AttributionArgs;
 use crate::{parse_bytes, parse_percent, Format};
@@ -63,80 +64,150 @@ pub struct CheckArgs {
     pub attribution: AttributionArgs,
 }
 
-/// A size in a budgets file: bytes, or a string with units.
-#[derive(Deserialize, Debug)]
-#[serde(untagged)]
-enum Size {
-    Bytes(u64),
-    Text(String),
-}
-
-/// A percentage in a budgets file: a number, or a string such as `"10%"`.
-#[derive(Deserialize, Debug)]
-#[serde(untagged)]
-enum Percent {
-    Number(f64),
-    Text(String),
-}
-
-/// The budgets file.
+/// The budgets file: each value kept with where it stands, for errors that name the line.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 struct BudgetsFile {
-    max_peak: Option<Size>,
-    max_leaked: Option<Size>,
-    max_allocations: Option<u64>,
-    max_temporary: Option<Percent>,
-    no_leaks: Option<bool>,
-    max_growth: Option<Percent>,
-    base: Option<PathBuf>,
+    max_peak: Option<Spanned<toml::Value>>,
+    max_leaked: Option<Spanned<toml::Value>>,
+    max_allocations: Option<Spanned<toml::Value>>,
+    max_temporary: Option<Spanned<toml::Value>>,
+    no_leaks: Option<Spanned<toml::Value>>,
+    max_growth: Option<Spanned<toml::Value>>,
+    base: Option<Spanned<toml::Value>>,
 }
 
-fn size(s: Option<Size>, key: &str) -> anyhow::Result<Option<u64>> {
-    match s {
-        None => Ok(None),
-        Some(Size::Bytes(n)) => Ok(Some(n)),
-        Some(Size::Text(t)) => parse_bytes(&t).map(Some).map_err(|e| anyhow::anyhow!("{key}: {e}")),
+/// A budgets file's text and path, for reading its values with one-line errors.
+struct FileValues<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl FileValues<'_> {
+    fn line(&self, at: usize) -> usize {
+        self.text[..at.min(self.text.len())].matches('\n').count() + 1
+    }
+
+    /// `f`'s reading of the value of `key`, or an error naming the file, the line and what
+    /// the key takes.
+    fn read<T>(
+        &self,
+        key: &str,
+        v: Option<Spanned<toml::Value>>,
+        takes: &str,
+        f: impl FnOnce(&toml::Value) -> Result<T, String>,
+    ) -> anyhow::Result<Option<T>> {
+        let Some(v) = v else { return Ok(None) };
+        f(v.get_ref()).map(Some).map_err(|why| {
+            let why = if why.is_empty() { format!("takes {takes}") } else { why };
+            anyhow::anyhow!("{}:{}: {key}: {why}", self.path.display(), self.line(v.span().start))
+        })
     }
 }
 
-fn percent(p: Option<Percent>, key: &str) -> anyhow::Result<Option<f64>> {
-    match p {
-        None => Ok(None),
-        Some(Percent::Number(n)) if n >= 0.0 => Ok(Some(n)),
-        Some(Percent::Number(n)) => anyhow::bail!("{key}: {n} is negative"),
-        Some(Percent::Text(t)) => parse_percent(&t).map(Some).map_err(|e| anyhow::anyhow!("{key}: {e}")),
+/// A size: a whole number of bytes, or a string with units.
+fn size(v: &toml::Value) -> Result<u64, String> {
+    match v {
+        toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("{n} is negative")),
+        toml::Value::String(t) => parse_bytes(t),
+        _ => Err(String::new()),
     }
+}
+
+/// A percentage: a number, or a string such as `"10%"`.
+fn percent(v: &toml::Value) -> Result<f64, String> {
+    let n = match v {
+        toml::Value::Integer(n) => *n as f64,
+        toml::Value::Float(n) => *n,
+        toml::Value::String(t) => return parse_percent(t),
+        _ => return Err(String::new()),
+    };
+    if n.is_finite() && n >= 0.0 {
+        Ok(n)
+    } else {
+        Err(format!("{n} is not a percentage of at least 0"))
+    }
+}
+
+/// The budgets and where each came from (`command line` or the budgets file's path), the base
+/// trace, and the path of the file when one was read.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    /// The limits.
+    pub budgets: Budgets,
+    /// The baseline run's trace, for the growth budget.
+    pub base: Option<PathBuf>,
+    /// Option names (`max-peak`, ...) of the budgets the file gave.
+    from_file: Vec<&'static str>,
+    file: Option<PathBuf>,
 }
 
 impl BudgetArgs {
     /// The budgets asked for (the file's, overridden by the options) and the base trace.
     ///
     /// # Errors
-    /// An unreadable or malformed budgets file, or no budget at all.
-    pub fn resolve(&self) -> anyhow::Result<(Budgets, Option<PathBuf>)> {
+    /// An unreadable or malformed budgets file (`FILE:LINE: key: why`), or no budget at all.
+    pub fn resolve(&self) -> anyhow::Result<Resolved> {
         let file = match &self.budgets {
             Some(path) => {
                 let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-                toml::from_str::<BudgetsFile>(&text).map_err(|e| {
-                    let line = e.span().map_or(1, |r| text[..r.start.min(text.len())].matches('\n').count() + 1);
+                let values = FileValues { path, text: &text };
+                let f = toml::from_str::<BudgetsFile>(&text).map_err(|e| {
+                    let line = e.span().map_or(1, |r| values.line(r.start));
                     anyhow::anyhow!("{}:{line}: not a budgets file: {}", path.display(), e.message().trim())
-                })?
+                })?;
+                let whole = |v: &toml::Value| match v {
+                    toml::Value::Integer(n) => u64::try_from(*n).map_err(|_| format!("{n} is negative")),
+                    _ => Err(String::new()),
+                };
+                let flag = |v: &toml::Value| v.as_bool().ok_or_else(String::new);
+                let text_path = |v: &toml::Value| v.as_str().map(PathBuf::from).ok_or_else(String::new);
+                let sizes = "a size (`64MiB`, or a whole number of bytes)";
+                let pct = "a percentage (`\"10%\"` or 10)";
+                Some((
+                    path,
+                    Budgets {
+                        max_peak: values.read("max_peak", f.max_peak, sizes, size)?,
+                        max_leaked: values.read("max_leaked", f.max_leaked, sizes, size)?,
+                        max_allocations: values.read("max_allocations", f.max_allocations, "a whole number", whole)?,
+                        max_temporary_percent: values.read("max_temporary", f.max_temporary, pct, percent)?,
+                        no_leaks: values.read("no_leaks", f.no_leaks, "true or false", flag)?.unwrap_or(false),
+                        max_growth_percent: values.read("max_growth", f.max_growth, pct, percent)?,
+                    },
+                    values.read("base", f.base, "a path (a string)", text_path)?,
+                ))
             }
-            None => BudgetsFile::default(),
+            None => None,
+        };
+        let (file_path, f, file_base) = match file {
+            Some((p, b, base)) => (Some(p.clone()), b, base),
+            None => (None, Budgets::default(), None),
         };
         let b = Budgets {
-            max_peak: self.max_peak.or(size(file.max_peak, "max_peak")?),
-            max_leaked: self.max_leaked.or(size(file.max_leaked, "max_leaked")?),
-            max_allocations: self.max_allocations.or(file.max_allocations),
-            max_temporary_percent: self.max_temporary.or(percent(file.max_temporary, "max_temporary")?),
-            no_leaks: self.no_leaks || file.no_leaks.unwrap_or(false),
-            max_growth_percent: self.max_growth.or(percent(file.max_growth, "max_growth")?),
+            max_peak: self.max_peak.or(f.max_peak),
+            max_leaked: self.max_leaked.or(f.max_leaked),
+            max_allocations: self.max_allocations.or(f.max_allocations),
+            max_temporary_percent: self.max_temporary.or(f.max_temporary_percent),
+            no_leaks: self.no_leaks || f.no_leaks,
+            max_growth_percent: self.max_growth.or(f.max_growth_percent),
         };
+        let mut from_file = Vec::new();
+        for (name, cli, file) in [
+            ("max-peak", self.max_peak.is_some(), f.max_peak.is_some()),
+            ("max-leaked", self.max_leaked.is_some(), f.max_leaked.is_some()),
+            ("max-allocations", self.max_allocations.is_some(), f.max_allocations.is_some()),
+            ("max-temporary", self.max_temporary.is_some(), f.max_temporary_percent.is_some()),
+            ("no-leaks", self.no_leaks, f.no_leaks),
+            ("max-growth", self.max_growth.is_some(), f.max_growth_percent.is_some()),
+        ] {
+            if file && !cli {
+                from_file.push(name);
+            }
+        }
         // A base named in the file is relative to the file, as the file travels with its
         // repository and runs from any directory.
         let file_dir = self.budgets.as_deref().and_then(Path::parent).unwrap_or(Path::new(""));
-        let base = self.base.clone().or(file.base.map(|b| file_dir.join(b)));
+        let base = self.base.clone().or(file_base.map(|b| file_dir.join(b)));
         if b == Budgets::default() {
             anyhow::bail!("no budget to check: give --max-peak, --max-leaked, --max-allocations, --max-temporary, --no-leaks, --max-growth or --budgets FILE");
         }
@@ -145,15 +216,53 @@ impl BudgetArgs {
                 "max_growth needs a base run: give --base BASE, or `base = \"BASE.hltrace\"` in the budgets file"
             );
         }
-        Ok((b, base))
+        Ok(Resolved { budgets: b, base, from_file, file: file_path })
     }
 }
 
-/// Checks the trace at `trace`: the verdicts, every budget's.
-pub fn verdicts(trace: &Path, budgets: &BudgetArgs, attribution: &AttributionArgs) -> anyhow::Result<Vec<Verdict>> {
-    let (b, base) = budgets.resolve()?;
+/// What a check needs before the run it checks: the budgets, how functions are named, and the
+/// base run's report. `heaplens run --check` prepares before the program starts, so that a
+/// missing or damaged base is found then.
+pub struct Prepared {
+    resolved: Resolved,
+    opts: heaplens_report::Options,
+    base: Option<heaplens_report::model::Report>,
+}
+
+impl Prepared {
+    /// A budget on temporaries is asked for.
+    pub fn checks_temporaries(&self) -> bool {
+        self.resolved.budgets.max_temporary_percent.is_some()
+    }
+}
+
+/// Reads the budgets and the base run.
+///
+/// # Errors
+/// As [`BudgetArgs::resolve`]; an unreadable, damaged or incomplete base trace.
+pub fn prepare(budgets: &BudgetArgs, attribution: &AttributionArgs) -> anyhow::Result<Prepared> {
+    let resolved = budgets.resolve()?;
     let opts = crate::diff::options(attribution, 5)?;
-    let new = checkable(crate::diff::analyze(trace, &opts)?)?;
+    let base = match &resolved.base {
+        Some(base) => Some(checkable(crate::diff::analyze(base, &opts)?)?),
+        None => None,
+    };
+    Ok(Prepared { resolved, opts, base })
+}
+
+/// Checks the trace at `trace`: the verdicts, every budget's.
+///
+/// # Errors
+/// As [`prepare`]; a trace that cannot be read, or whose numbers cannot answer a budget
+/// (damaged, incomplete, sampled, cut at an exec or a detach, aggregated for temporaries).
+pub fn verdicts(trace: &Path, budgets: &BudgetArgs, attribution: &AttributionArgs) -> anyhow::Result<Vec<Verdict>> {
+    verdicts_of(trace, &prepare(budgets, attribution)?)
+}
+
+/// As [`verdicts`], with the budgets and the base read before.
+pub fn verdicts_of(trace: &Path, p: &Prepared) -> anyhow::Result<Vec<Verdict>> {
+    let b = &p.resolved.budgets;
+    let new = checkable(crate::diff::analyze(trace, &p.opts)?)?;
     if b.max_temporary_percent.is_some() && new.trace.aggregated {
         anyhow::bail!(
             "cannot check --max-temporary on {}: an aggregated trace (heaplens run --aggregate) records no temporaries",
@@ -166,11 +275,14 @@ pub fn verdicts(trace: &Path, budgets: &BudgetArgs, attribution: &AttributionArg
             trace.display()
         );
     }
-    let growth = match &base {
-        Some(base) => Some(heaplens_report::diff::diff(&checkable(crate::diff::analyze(base, &opts)?)?, &new)),
-        None => None,
-    };
-    Ok(budget::check(&new, growth.as_ref(), &b))
+    let growth = p.base.as_ref().map(|base| heaplens_report::diff::diff(base, &new));
+    let mut v = budget::check(&new, growth.as_ref(), b);
+    if let Some(file) = &p.resolved.file {
+        for x in v.iter_mut().filter(|x| p.resolved.from_file.contains(&x.budget)) {
+            x.source = file.display().to_string();
+        }
+    }
+    Ok(v)
 }
 
 /// `r`, unless its trace is damaged or was cut short: a budget checked on part of a run
@@ -183,6 +295,18 @@ fn checkable(r: heaplens_report::model::Report) -> anyhow::Result<heaplens_repor
             "cannot check {}: the trace is damaged or incomplete ({}), and budgets checked on part of a run prove nothing",
             t.path,
             heaplens_report::render_text::health_of(t)
+        );
+    }
+    if t.exec_unfollowed {
+        anyhow::bail!(
+            "cannot check {}: the program exec'd another one, which was not recorded, and budgets checked on part of a run prove nothing (record with heaplens run --follow-children)",
+            t.path
+        );
+    }
+    if t.sample_rate > 0 {
+        anyhow::bail!(
+            "cannot check {}: a sampled trace (--sample-rate) holds estimates, which would pass or break a budget by chance; record without --sample-rate",
+            t.path
         );
     }
     Ok(r)

@@ -19,9 +19,9 @@ pub struct DiffArgs {
     /// The trace of the run after, compared with the base.
     #[arg(value_name = "NEW")]
     pub new: PathBuf,
-    /// Frames per call path compared (the innermost, from the function charged).
-    #[arg(long, default_value_t = 5, value_name = "N")]
-    pub path_depth: usize,
+    /// Frames per call path compared (the innermost, from the function charged; at least 1).
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub path_depth: u64,
     /// Rows shown per table (0 = all).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,
@@ -68,7 +68,7 @@ pub fn analyze(trace: &std::path::Path, opts: &Options) -> anyhow::Result<Report
 
 /// Runs `heaplens diff`.
 pub fn execute(a: &DiffArgs) -> anyhow::Result<()> {
-    let opts = options(&a.attribution, a.path_depth)?;
+    let opts = options(&a.attribution, a.path_depth as usize)?;
     let base = analyze(&a.base, &opts)?;
     let new = analyze(&a.new, &opts)?;
     let d = heaplens_report::diff::diff(&base, &new);

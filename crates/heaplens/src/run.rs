@@ -152,9 +152,17 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     if !a.check && a.budgets != crate::check::BudgetArgs::default() {
         anyhow::bail!("budgets are checked with --check");
     }
-    if a.check {
-        // A malformed budget is found before the program runs, not after.
-        a.budgets.resolve()?;
+    // Malformed budgets, a missing or damaged base, or a recording whose numbers could not
+    // answer them are found before the program runs, not after.
+    let prepared = match a.check {
+        true => Some(crate::check::prepare(&a.budgets, &Default::default())?),
+        false => None,
+    };
+    if a.check && a.sample_rate.is_some() {
+        anyhow::bail!("--check needs every allocation: a sampled trace (--sample-rate) holds estimates");
+    }
+    if a.check && a.aggregate && prepared.as_ref().is_some_and(|p| p.checks_temporaries()) {
+        anyhow::bail!("--max-temporary cannot be checked with --aggregate: an aggregated trace records no temporaries");
     }
     let preload = if a.cpu_only { find_cpu_preload()? } else { find_preload()? };
     let program = &a.command[0];
@@ -303,7 +311,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         );
     }
 
-    let broken = a.check && !check_run(written.as_deref(), a);
+    let checked = prepared.map(|p| check_run(written.as_deref(), &p));
     if let Some(sig) = status.signal() {
         // SAFETY: restore the default action and die the way the program did.
         unsafe {
@@ -313,28 +321,42 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(128 + sig as u8));
     }
     match status.code() {
-        Some(0) if broken => Ok(ExitCode::from(1)),
+        // As `heaplens check`: 1 for a broken budget, 2 when the run could not be checked.
+        Some(0) if checked == Some(Checked::Broken) => Ok(ExitCode::from(1)),
+        Some(0) if checked == Some(Checked::Unchecked) => Ok(ExitCode::from(2)),
         code => Ok(ExitCode::from(code.unwrap_or(1) as u8)),
     }
 }
 
-/// `--check`: the run's trace against the budgets, the verdicts on stderr. True when every
-/// budget holds; a trace that cannot be checked breaks them.
-fn check_run(trace: Option<&Path>, a: &RunArgs) -> bool {
+/// How `--check` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Checked {
+    Hold,
+    Broken,
+    /// No trace, or one whose numbers cannot answer the budgets.
+    Unchecked,
+}
+
+/// `--check`: the run's trace against the budgets, the verdicts on stderr.
+fn check_run(trace: Option<&Path>, p: &crate::check::Prepared) -> Checked {
     let Some(trace) = trace else {
         eprintln!("heaplens: check: no trace to check");
-        return false;
+        return Checked::Unchecked;
     };
-    match crate::check::verdicts(trace, &a.budgets, &Default::default()) {
+    match crate::check::verdicts_of(trace, p) {
         Ok(v) => {
             for line in crate::check::text(&v).lines() {
                 eprintln!("heaplens: check: {line}");
             }
-            v.iter().all(|x| x.holds)
+            if v.iter().all(|x| x.holds) {
+                Checked::Hold
+            } else {
+                Checked::Broken
+            }
         }
         Err(e) => {
             eprintln!("heaplens: check: {}", heaplens_interpret::names::for_terminal(&format!("{e:#}")));
-            false
+            Checked::Unchecked
         }
     }
 }

@@ -16,29 +16,49 @@ fn number_and_unit(s: &str) -> Option<(f64, &str)> {
 /// A size in bytes: a number (fractions allowed) with an optional unit, case-insensitive:
 /// `B`; binary `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB`; decimal `KB`, `MB`, `GB`, `TB`
 /// (powers of 1000, as GNU coreutils reads them). `4096`, `512KiB`, `1.5GiB`, `64MB`.
-/// Rounded to the nearest byte.
+/// Computed in decimal, exactly, and a fraction of a byte dropped: a budget of `72.2656KiB`
+/// (73,999.97 bytes) allows 73,999 bytes, never 74,000.
 ///
 /// # Errors
 /// A message for a malformed number, an unknown unit, or a size beyond 2^64 - 1 bytes.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let (n, unit) = number_and_unit(s).ok_or_else(|| format!("`{s}` is not a size (try 524288, 512KiB or 1.5GiB)"))?;
-    let mult: f64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "m" | "mib" => 1024f64.powi(2),
-        "g" | "gib" => 1024f64.powi(3),
-        "t" | "tib" => 1024f64.powi(4),
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
+    let malformed = || format!("`{s}` is not a size (try 524288, 512KiB or 1.5GiB)");
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u128 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
         _ => {
             return Err(format!(
                 "unknown unit in `{s}` (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB for powers of 1000)"
             ))
         }
     };
-    whole(n * mult).ok_or_else(|| format!("`{s}` is too large"))
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(malformed());
+    }
+    // Bytes = digits x unit / 10^places. Any size below 2^64 with at most 17 places keeps
+    // digits x unit below 2^64 x 10^17 < 2^128, so an overflow means too large.
+    if frac.len() > 17 {
+        return Err(format!("`{s}` has more than 17 decimal places"));
+    }
+    let too_large = || format!("`{s}` is too large");
+    let digits: u128 = match format!("{int}{frac}").trim_start_matches('0') {
+        "" => 0,
+        d if d.len() > 38 => return Err(too_large()),
+        d => d.parse().map_err(|_| malformed())?,
+    };
+    let bytes = digits.checked_mul(mult).ok_or_else(too_large)? / 10u128.pow(frac.len() as u32);
+    u64::try_from(bytes).map_err(|_| too_large())
 }
 
 /// `v` rounded to a u64, `None` past 2^64 - 1.
@@ -153,6 +173,25 @@ mod tests {
         assert!(parse_size("0").is_err());
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("").is_err());
+        for bad in [".", "1.2.3", "1e3", "0x10", "inf", "NaN"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_exact_and_drop_a_fraction_of_a_byte() {
+        // 72.2656 KiB is 73,999.97 bytes: a budget of it must not allow 74,000.
+        assert_eq!(parse_bytes("72.2656KiB"), Ok(73_999));
+        assert_eq!(parse_bytes("73999.6"), Ok(73_999));
+        assert_eq!(parse_bytes("0.9999999999GiB"), Ok(1_073_741_823));
+        // Decimal fractions that binary floating point misses stay exact.
+        assert_eq!(parse_bytes("4.35KB"), Ok(4_350));
+        assert_eq!(parse_bytes("1.1MB"), Ok(1_100_000));
+        assert_eq!(parse_bytes(".5KiB"), Ok(512));
+        assert_eq!(parse_bytes("000000000000000000000000000000000000000000042"), Ok(42));
+        assert_eq!(parse_bytes("18446744073709551615"), Ok(u64::MAX));
+        assert!(parse_bytes("18446744073709551616").is_err());
+        assert!(parse_bytes("0.000000000000000001").is_err(), "18 places");
     }
 
     #[test]

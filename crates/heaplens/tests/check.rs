@@ -69,6 +69,9 @@ fn each_budget_holds_at_the_true_value_and_breaks_below_it() {
     // One byte over: the line shows the bytes where rounding would show two equal numbers.
     let out = check(&dir, &trace, &["--max-peak", &(peak - 1).to_string()]);
     assert!(out.stdout.contains(&format!("{peak} B, over the budget of {} B", peak - 1)), "{}", out.stdout);
+    // A budget a fraction of a byte below the value breaks: the limit is never rounded up.
+    let v = verdicts(&dir, &trace, &["--max-peak", &format!("{}.9", peak - 1)], 1);
+    assert_eq!(at(&v, "budgets/0/limit").as_f64(), Some((peak - 1) as f64), "{v}");
 
     // Temporaries: diff_grow's 350 of its allocations.
     let grow = compile_c(&dir, "diff_grow.c", &[]);
@@ -120,6 +123,47 @@ fn bad_input_exits_2_with_one_line() {
     assert_eq!(out.status.code(), Some(2), "{}", out.show());
     assert_one_line_error(&out, "a misspelt budget");
     assert!(out.stderr.contains("bad.toml:2") && out.stderr.contains("max_peek"), "{}", out.stderr);
+    // A value of the wrong kind is named with its file, line and key, and what the key takes.
+    for (text, says) in [
+        ("no_leaks = true\nmax_peak = -5\n", "bad.toml:2: max_peak: -5 is negative"),
+        ("max_peak = 74000.5\n", "bad.toml:1: max_peak: takes a size"),
+        ("max_temporary = \"-5%\"\n", "bad.toml:1: max_temporary:"),
+    ] {
+        std::fs::write(&bad, text).unwrap();
+        let out = check(&dir, &trace, &["--budgets", bad.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{}", out.show());
+        assert_one_line_error(&out, text);
+        assert!(out.stderr.contains(says), "{text}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn a_sampled_or_cut_short_run_is_not_checked() {
+    let dir = WorkDir::new("check-partial");
+    let exe = compile_c(&dir, "widgets.c", &[]);
+    let exe = exe.to_str().unwrap();
+    // Sampled: its numbers are estimates, which would pass or break a budget by chance.
+    let sampled = dir.join("s.hltrace");
+    let s = sampled.to_str().unwrap();
+    heaplens(&dir, &["run", "-q", "--sample-rate", "4KiB", "-o", s, "--", exe, "1000"]).ok("sampled run");
+    let out = check(&dir, &sampled, &["--max-allocations", "1000000"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stderr.contains("sampled"), "{}", out.stderr);
+    let out = heaplens(&dir, &["run", "-q", "--check", "--sample-rate", "4KiB", "--max-peak", "1GiB", "--", exe, "10"]);
+    assert_eq!(out.status.code(), Some(2), "refused before the program runs: {}", out.show());
+    assert!(out.stdout.is_empty(), "{}", out.show());
+    // A wrapper that exec's the program: only the wrapper was recorded.
+    let out = heaplens(
+        &dir,
+        &["run", "-q", "--check", "--max-peak", "1GiB", "-o", "x.hltrace", "--", "sh", "-c", "exec true"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stderr.contains("exec'd another one"), "{}", out.stderr);
+    // A base that cannot be read is found before the program runs, and is exit 2, not 1.
+    let out =
+        heaplens(&dir, &["run", "-q", "--check", "--base", "missing.hltrace", "--max-growth", "10%", "--", exe, "10"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stdout.is_empty(), "the program did not run: {}", out.show());
 }
 
 #[test]
@@ -141,9 +185,14 @@ fn a_budgets_file_and_options_over_it() {
         arr(&v, "budgets").iter().filter(|b| b["holds"] == false).map(|b| b["budget"].as_str().unwrap()).collect();
     assert_eq!(broken, ["max-allocations"], "{v}");
     assert_eq!(arr(&v, "budgets").len(), 3, "{v}");
+    // A budget from the file says so.
+    let out = check(&dir, &trace, &["--budgets", f]);
+    assert!(out.stdout.contains("(max_allocations in ") && out.stdout.contains("budgets.toml)"), "{}", out.stdout);
+    assert_eq!(at(&v, "budgets/1/source").as_str(), Some(f), "{v}");
     // An option wins over the file.
     let v = verdicts(&dir, &trace, &["--budgets", f, "--max-allocations", &made.to_string()], 0);
     assert_eq!(v["holds"], true, "{v}");
+    assert_eq!(at(&v, "budgets/1/source"), "command line", "{v}");
 }
 
 #[test]

@@ -241,4 +241,40 @@ fn template_instantiations_are_told_apart_and_runtime_buffers_are_no_leaks() {
     let folded = std::fs::read_to_string(&folded).unwrap();
     assert!(folded.lines().any(|l| l.ends_with("fill<int>(int) 1600 3200")), "{folded}");
     assert!(folded.lines().any(|l| l.ends_with("fill<long>(int) 6400 4800")), "{folded}");
+    // So does one run's flame graph input: two instantiations are two frames, while a name
+    // no other function reads alike is elided.
+    let one_run = dir.join("b.folded");
+    let cmd = ["export".as_ref(), b.as_os_str(), "--format".as_ref(), "collapsed".as_ref(), "-o".as_ref()];
+    heaplens(&dir, &[&cmd[..], &[one_run.as_os_str()]].concat()).ok("export collapsed");
+    let folded = std::fs::read_to_string(&one_run).unwrap();
+    assert!(folded.lines().any(|l| l.ends_with("fill<int>(int) 3200")), "{folded}");
+    assert!(folded.lines().any(|l| l.ends_with("fill<long>(int) 4800")), "{folded}");
+    assert!(!folded.contains("fill‹…>"), "{folded}");
+}
+
+#[test]
+fn an_empty_run_compares_its_peak_and_a_damaged_one_says_so() {
+    let dir = WorkDir::new("diff-empty");
+    let (_, trace) = traced_widgets(&dir, &["1000"]);
+    let empty = dir.join("empty.hltrace");
+    run_traced(&dir, &empty, Path::new("/bin/true"), &[] as &[&str]).ok("true");
+    // A run that allocated nothing had a peak of nothing: bytes at the peak still compare.
+    let d = diff_json(&dir, &empty, &trace);
+    assert_eq!(d["peak_compared"], true, "{d}");
+    let grew = row(&d, "functions/grew", &["make_widget"]).unwrap_or_else(|| panic!("make_widget grew: {d}"));
+    assert!(i(grew, "change/peak_bytes") > 0, "{grew}");
+    assert!(arr(&d, "damage").is_empty(), "{d}");
+    // A damaged trace is compared for what could be read, and the diff says so.
+    let bytes = std::fs::read(&trace).unwrap();
+    let half = dir.join("half.hltrace");
+    std::fs::write(&half, &bytes[..bytes.len() / 2]).unwrap();
+    let d = diff_json(&dir, &trace, &half);
+    let damage = arr(&d, "damage");
+    assert!(damage.len() == 1 && damage[0].as_str().unwrap().starts_with("new: TRUNCATED"), "{d}");
+    let text = heaplens(&dir, &["diff".as_ref(), trace.as_os_str(), half.as_os_str()]).ok("diff").stdout;
+    assert!(text.contains("DAMAGED new: TRUNCATED"), "{text}");
+    // A path of no frames is no comparison.
+    let out =
+        heaplens(&dir, &["diff".as_ref(), trace.as_os_str(), trace.as_os_str(), "--path-depth".as_ref(), "0".as_ref()]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
 }

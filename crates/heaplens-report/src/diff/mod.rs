@@ -102,6 +102,9 @@ pub struct Diff {
     pub functions: Changes,
     /// Call paths (the innermost `path_depth` frames) whose numbers changed.
     pub paths: Changes,
+    /// What is wrong with either trace, one line each (`base: TRUNCATED at byte 1000 ...`):
+    /// a damaged, incomplete or partial trace compares what could be read of it.
+    pub damage: Vec<String>,
     /// Frames per call path.
     pub path_depth: usize,
     /// Whether bytes at the peak were compared per function and path (both traces recorded
@@ -147,7 +150,19 @@ pub fn diff(base: &Report, new: &Report) -> Diff {
     let (pa, pb) = (base.profile.as_ref().unwrap_or(&empty), new.profile.as_ref().unwrap_or(&empty));
     let peak_compared = pa.peak_known && pb.peak_known;
     let compare = |x: &[ProfileRow], y: &[ProfileRow]| changes(x, y, peak_compared);
+    let mut damage = Vec::new();
+    for (side, r) in [("base", base), ("new", new)] {
+        let t = &r.trace;
+        let dropped = t.dropped_events.unwrap_or(0) > 0;
+        if t.truncated || t.corrupt_blocks > 0 || t.malformed_blocks > 0 || !t.complete || dropped {
+            damage.push(format!("{side}: {}", crate::render_text::health_of(t)));
+        }
+        if t.exec_unfollowed {
+            damage.push(format!("{side}: the program exec'd another one, not recorded"));
+        }
+    }
     Diff {
+        damage,
         base: base.trace.path.clone(),
         new: new.trace.path.clone(),
         summary,

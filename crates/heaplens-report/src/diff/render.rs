@@ -125,6 +125,9 @@ pub fn render(d: &Diff, top: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "heaplens diff: base {}", for_terminal(&d.base));
     let _ = writeln!(out, "               new  {}", for_terminal(&d.new));
+    for line in &d.damage {
+        let _ = writeln!(out, "  DAMAGED {}: what could be read is compared", for_terminal(line));
+    }
     let _ = writeln!(out, "\nSUMMARY                            base            new  change (new - base, % of base)");
     for s in &d.summary {
         summary_line(&mut out, s);
@@ -136,7 +139,10 @@ pub fn render(d: &Diff, top: usize) -> String {
     let _ =
         writeln!(out, "\nEach number: new - base (% of base); functions as the report's direct table attributes them.");
     if !d.peak_compared {
-        let _ = writeln!(out, "Bytes at the peak are not compared: a trace was sampled or aggregated.");
+        let _ = writeln!(
+            out,
+            "Bytes at the peak are not compared: a trace was sampled or aggregated, or its peak is unknown."
+        );
     }
     let names = Names::of(d);
     both(&mut out, &names, "FUNCTIONS", &d.functions, top, d.peak_compared, false);
