@@ -321,10 +321,16 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
         dfl.sa_sigaction = libc::SIG_DFL;
         real_sigaction(sig, &dfl, std::ptr::null_mut());
         MANAGED.fetch_and(!(1 << sig), Ordering::AcqRel);
-        // A fault the kernel raised (si_code > 0) recurs when the instruction runs again; a
-        // signal sent by a process (kill, raise, abort) is sent again.
-        let sent = info.is_null() || (*info).si_code <= 0;
-        if sent {
+        // A fault the kernel raised at an instruction (si_code > 0 on a synchronous signal)
+        // recurs when the instruction runs again; any other signal is sent again, whether a
+        // process sent it (kill, raise, abort: si_code <= 0) or the kernel did for an event
+        // (Ctrl-C or Ctrl-\ at a terminal, a hangup, SIGXCPU: SI_KERNEL, above 0).
+        let synchronous =
+            matches!(sig, libc::SIGSEGV | libc::SIGBUS | libc::SIGFPE | libc::SIGILL | libc::SIGTRAP | libc::SIGSYS);
+        let code = if info.is_null() { 0 } else { (*info).si_code };
+        // A breakpoint (int3: SIGTRAP, SI_KERNEL) has run: it does not recur.
+        let fault = synchronous && code > 0 && !(sig == libc::SIGTRAP && code == libc::SI_KERNEL);
+        if !fault {
             libc::raise(sig);
         }
         let mut set: libc::sigset_t = std::mem::zeroed();

@@ -158,6 +158,44 @@ fn ctrl_c_ends_the_program_and_heaplens_seals_the_trace() {
     assert_eq!(at(&v, "trace/complete"), &Value::Bool(true), "the monitor sealed the trace\n{}", out.show());
 }
 
+/// Ctrl-C typed at a real terminal (a pseudo-terminal under `script`): the kernel sends SIGINT
+/// with `si_code` SI_KERNEL, not SI_USER as kill(2) does, and the monitor, which flushes the
+/// trace on it, must still let it end the program.
+#[test]
+fn ctrl_c_typed_at_a_terminal_ends_the_program() {
+    use std::io::Write;
+    let dir = WorkDir::new("ctrl-c-tty");
+    let exe = compile_c(&dir, "endings.c", &[]);
+    let trace = dir.join("tty.hltrace");
+    let inner =
+        format!("'{}' run -q -o '{}' -- '{}' wait 200000", heaplens_exe().display(), trace.display(), exe.display());
+    let mut child = Command::new("script")
+        .args(["-qfec", &inner, "/dev/null"])
+        .current_dir(&dir.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start script (util-linux)");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read the program's line");
+    assert!(line.contains("endings: mode=wait"), "unexpected first line {line:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    // The terminal's interrupt character; the line discipline turns it into SIGINT for the
+    // foreground process group. The pipe stays open until the run ends.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"\x03").unwrap();
+    stdin.flush().unwrap();
+    child.stdout = Some(stdout.into_inner());
+    let out = wait_with_timeout(child, "script: heaplens run, Ctrl-C");
+    drop(stdin);
+    // script -e exits with the command's status: 128 + SIGINT when it died of the signal.
+    assert_eq!(out.status.code(), Some(128 + libc::SIGINT), "{}", out.show());
+    let v = report(&dir, &trace);
+    assert_eq!(at(&v, "process/exit_signal").as_i64(), Some(2), "the program died of SIGINT\n{}", out.show());
+}
+
 /// The program finds SIGINT and SIGQUIT as it would bare: at their defaults, or ignored when
 /// heaplens itself was started with them ignored (a shell's background job).
 #[test]
