@@ -110,20 +110,41 @@ pub fn is_library_frame(name: &str, module: Option<&str>) -> bool {
             _ => {}
         }
     }
-    in_library_namespace(qualified)
+    // Runtime functions linked into the program itself: Rust's panic catcher and the C
+    // start-up code.
+    const LINKED_IN: &[&str] = &["__rust_try", "_start", "__libc_csu_init"];
+    LINKED_IN.contains(&name)
+        || in_library_namespace(qualified, !has_cxx_parameters(name))
         || is_library_impl(qualified)
         || module.is_some_and(|m| MODULES.iter().any(|p| m.starts_with(p)))
 }
 
 /// The namespaces of the C++ standard library and of Rust's `alloc`, `core` and `std` (and
-/// `hashbrown`, the standard `HashMap`'s table).
-fn in_library_namespace(qualified: &str) -> bool {
-    const NAMESPACES: &[&str] =
-        &["std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "__pstl::", "alloc::", "core::", "hashbrown::"];
+/// `hashbrown`, the standard `HashMap`'s table). Rust's apply to Rust names only: a C++
+/// program may have namespaces `core` and `alloc` of its own, and a demangled C++ function
+/// has its parameter list outside any template arguments, which a Rust name never has.
+fn in_library_namespace(qualified: &str, rust: bool) -> bool {
+    const NAMESPACES: &[&str] = &["std::", "__gnu_cxx::", "__cxxabiv1::", "__gnu_debug::", "__pstl::"];
+    const RUST: &[&str] = &["alloc::", "core::", "hashbrown::"];
     // Names the demangler gave up on (some `std::make_shared` instantiations), by their
     // Itanium prefix: `_ZSt` std::, `_ZNSt`/`_ZNKSt` nested in std::, `_ZN9__gnu_cxx`.
     const MANGLED: &[&str] = &["_ZSt", "_ZNSt", "_ZNKSt", "_ZN9__gnu_cxx", "_ZNK9__gnu_cxx"];
     NAMESPACES.iter().chain(MANGLED).any(|n| qualified.starts_with(n))
+        || (rust && RUST.iter().any(|n| qualified.starts_with(n)))
+}
+
+/// `name` has a `(` outside `<…>`: a C++ function's parameter list.
+fn has_cxx_parameters(name: &str) -> bool {
+    let mut depth = 0i32;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            '(' if depth == 0 => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// A Rust method of an impl block, `<Type>::method` or `<Type as Trait>::method`, belongs to the
@@ -157,8 +178,12 @@ fn is_library_impl(qualified: &str) -> bool {
         }
     }
     let self_type = rest[..end].trim_start_matches('&').trim_start_matches("mut ").trim_start_matches("dyn ");
-    if in_library_namespace(self_type) || is_library_impl(self_type) {
-        return true;
+    let library_trait =
+        || !is_trait || in_library_namespace(&rest[end + 4..], true) || is_library_impl(&rest[end + 4..]);
+    // The program's own trait, even for a library type (`<Vec<String> as app::Summary>`),
+    // is the program's code.
+    if in_library_namespace(self_type, true) || is_library_impl(self_type) {
+        return library_trait();
     }
     let primitive = self_type.starts_with(['[', '(', '*'])
         || matches!(
@@ -184,7 +209,7 @@ fn is_library_impl(qualified: &str) -> bool {
         )
         || (self_type.len() == 1 && self_type.starts_with(|c: char| c.is_ascii_uppercase()));
     // The trait may be local to a library function's impl (`<[_]>::to_vec_in::ConvertVec`).
-    primitive && (!is_trait || in_library_namespace(&rest[end + 4..]) || is_library_impl(&rest[end + 4..]))
+    primitive && library_trait()
 }
 
 /// A function: its display name and module. Functions are told apart by both.
@@ -218,6 +243,17 @@ pub struct FrameTable {
     naming: Naming,
     /// Per function, the length of its name without the line (`name@file:line` by line).
     base_len: Vec<usize>,
+    /// Per function, its code is in a standard library's source ([`is_library_source`]).
+    library_source: Vec<bool>,
+}
+
+/// A source file of a standard library: libstdc++'s and libc++'s headers (`/usr/include/c++/12/
+/// bits/std_function.h`, `/usr/lib/llvm-16/include/c++/v1/vector`) and Rust's standard
+/// library (`/rustc/HASH/library/alloc/src/vec/mod.rs`). Their functions inlined into the
+/// program's code keep only a short DWARF name (`_M_create<…>`) that says nothing of its
+/// namespace, but their file does.
+pub fn is_library_source(file: &str) -> bool {
+    file.contains("/include/c++/") || (file.starts_with("/rustc/") && file.contains("/library/"))
 }
 
 impl FrameTable {
@@ -234,6 +270,12 @@ impl FrameTable {
     /// The name of a function.
     pub fn name(&self, f: FunctionId) -> &str {
         &self.functions[f as usize].name
+    }
+
+    /// Whether a function's code is a standard library's, by its source file
+    /// ([`is_library_source`]): a library frame whatever its name.
+    pub fn in_library_source(&self, f: FunctionId) -> bool {
+        self.library_source[f as usize]
     }
 
     /// The name of a function without the source line that [`Naming::by_line`] adds to it.
@@ -265,6 +307,7 @@ impl FrameTable {
                 let id = self.functions.len() as FunctionId;
                 self.functions.push(FunctionInfo { name: key.0.clone(), module: key.1.clone() });
                 self.base_len.push(base_len);
+                self.library_source.push(f.file.as_deref().is_some_and(is_library_source));
                 self.fn_map.insert(key, id);
                 id
             }
@@ -533,7 +576,7 @@ fn classify(t: &FrameTable, s: SiteId, a: &Attribution, cache: &mut [Option<FnCl
     let f = t.function_of(s);
     *cache[f as usize].get_or_insert_with(|| {
         let (name, module) = (t.base_name(f), t.functions[f as usize].module.as_deref());
-        let library = is_library_frame(name, module) || matches(name, ALLOCATOR_FRAMES);
+        let library = is_library_frame(name, module) || t.in_library_source(f) || matches(name, ALLOCATOR_FRAMES);
         FnClass {
             passed: (a.own_code && library) || a.skip.iter().any(|r| r.is_match(name)),
             library,
@@ -630,13 +673,24 @@ mod tests {
             "<T as alloc::string::ToString>::to_string",
             "std::collections::hash::map::HashMap<…>::insert",
             "core::ops::function::FnOnce::call_once",
+            "__rust_try",
             "_ZSt11make_sharedISt5arrayIcLm100EEJEESt10shared_ptrINSt9enable_ifIXntsrSt8is_arrayIT_E5valueES5_E4typeEEDpOT0_",
             "<<alloc::boxed::Box<…> as core::convert::From<…>>::from as core::ops::function::FnOnce<…>>::call_once",
         ] {
             assert!(is_library_frame(lib, Some("app")), "{lib}");
         }
-        for own in ["app::build_index", "<app::Config as core::clone::Clone>::clone", "<app::Cache<…>>::fill", "main"]
-        {
+        for own in [
+            "app::build_index",
+            "<app::Config as core::clone::Clone>::clone",
+            "<app::Cache<…>>::fill",
+            "main",
+            // The program's trait for a library type.
+            "<alloc::vec::Vec<…> as app::Summary>::summarize",
+            // C++ namespaces named like Rust's crates.
+            "core::Engine::load()",
+            "alloc::grab(unsigned long)",
+            "void core::fill<int>(std::vector<int, std::allocator<int> >&)",
+        ] {
             assert!(!is_library_frame(own, Some("app")), "{own}");
         }
     }

@@ -52,7 +52,10 @@ fn sites_with(
             .get(i)
             .iter()
             .map(|&s| frames.function_of(s))
-            .filter(|&f| !is_library_frame(frames.name(f), frames.functions[f as usize].module.as_deref()))
+            .filter(|&f| {
+                !is_library_frame(frames.name(f), frames.functions[f as usize].module.as_deref())
+                    && !frames.in_library_source(f)
+            })
             .filter(|&f| !skip.iter().any(|re| re.is_match(frames.name(f))))
             .take(depth.max(1))
             .map(|f| frames.name(f))

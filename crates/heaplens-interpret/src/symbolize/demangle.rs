@@ -11,7 +11,7 @@ use std::sync::Mutex;
 /// Only names with a mangling prefix are demangled (`_Z`, Rust's `_R`): cpp_demangle reads a
 /// bare `a` or `b` (C functions) as the types `signed char` and `bool`.
 pub fn demangle(name: &str) -> Cow<'_, str> {
-    if !(name.starts_with("_Z") || name.starts_with("_R") || name.starts_with("__Z")) {
+    if !is_mangled(name) {
         return Cow::Borrowed(name);
     }
     let d = addr2line::demangle_auto(Cow::Borrowed(name), None);
@@ -22,6 +22,11 @@ pub fn demangle(name: &str) -> Cow<'_, str> {
         Some(s) => Cow::Owned(s),
         None => d,
     }
+}
+
+/// `name` has a mangling prefix (C++'s `_Z`, Apple's `__Z`, Rust's v0 `_R`).
+pub fn is_mangled(name: &str) -> bool {
+    name.starts_with("_Z") || name.starts_with("_R") || name.starts_with("__Z")
 }
 
 /// `c++filt NAME`, remembered per name; `None` when c++filt is missing or leaves it as it is.

@@ -67,36 +67,36 @@ impl DebugDwarf {
     }
 
     /// Appends the frames of file-relative address `probe` as `addr2line`'s loader would find
-    /// them, as copies of `unknown`.
-    pub fn push_frames(&self, probe: u64, unknown: &Frame, out: &mut Vec<Frame>) {
+    /// them, as copies of `unknown`; returns [`push_all`]'s answer.
+    pub fn push_frames(&self, probe: u64, unknown: &Frame, out: &mut Vec<Frame>) -> bool {
         match self.ctx.find_frames(probe) {
             LookupResult::Output(Ok(f)) => push_all(f, unknown, out),
-            LookupResult::Output(Err(_)) => {}
-            LookupResult::Load { .. } => {
-                if let Some(full) = self.full.get_or_init(|| Loader::new(&self.path).ok()) {
-                    if let Ok(f) = full.find_frames(probe) {
-                        push_all(f, unknown, out);
-                    }
-                }
-            }
+            LookupResult::Output(Err(_)) => false,
+            LookupResult::Load { .. } => match self.full.get_or_init(|| Loader::new(&self.path).ok()) {
+                Some(full) => full.find_frames(probe).map(|f| push_all(f, unknown, out)).unwrap_or(false),
+                None => false,
+            },
         }
     }
 }
 
-/// Appends the frames `frames` yields, named and placed, as copies of `unknown`.
-pub fn push_all<R: gimli::Reader>(mut frames: FrameIter<'_, R>, unknown: &Frame, out: &mut Vec<Frame>) {
+/// Appends the frames `frames` yields, named and placed, as copies of `unknown`. Returns
+/// whether the last (outermost) was named by a linkage name (mangled, so qualified): GCC gives
+/// some C++ functions only their short `DW_AT_name` (`_M_create<…>`, `operator()` of a lambda),
+/// which the symbol table's name then replaces.
+pub fn push_all<R: gimli::Reader>(mut frames: FrameIter<'_, R>, unknown: &Frame, out: &mut Vec<Frame>) -> bool {
+    let mut linkage = false;
     while let Ok(Some(f)) = frames.next() {
-        let function = f
-            .function
-            .as_ref()
-            .and_then(|n| n.raw_name().ok())
-            .map(|n| public_name(&super::demangle::demangle(&n)).to_string());
+        let raw = f.function.as_ref().and_then(|n| n.raw_name().ok());
+        linkage = raw.as_deref().is_some_and(super::demangle::is_mangled);
+        let function = raw.map(|n| public_name(&super::demangle::demangle(&n)).to_string());
         let (file, line) = match f.location {
             Some(l) => (l.file.map(str::to_string), l.line),
             None => (None, None),
         };
         out.push(Frame { function, file, line, ..unknown.clone() });
     }
+    linkage
 }
 
 /// The name a C library function is known by, for the internal names glibc's debug

@@ -224,6 +224,15 @@ fn read_symbols(path: &Path) -> SymbolTable {
     object::File::parse(map.bytes()).map(|obj| SymbolTable::read(&obj)).unwrap_or_default()
 }
 
+/// `name` without the ` [clone .cold]` / ` [clone .isra.0]` that the demangler appends for
+/// a part of a function GCC split off or specialized: the same function to a person.
+fn without_clone_suffix(name: String) -> String {
+    match name.find(" [clone ") {
+        Some(at) if name.ends_with(']') => name[..at].to_string(),
+        _ => name,
+    }
+}
+
 /// A symbol's name as reports show it: demangled, without its symbol version.
 fn symbol_name(raw: &str) -> String {
     // `name@VERSION`, `name@@VERSION`; a symbol that starts with `@` has no name before it.
@@ -237,25 +246,24 @@ fn symbol_name(raw: &str) -> String {
 impl Files {
     /// The symbol-table entry containing `probe` (debug file first: a stripped file keeps only
     /// `.dynsym`).
-    fn symbol(&self, probe: u64) -> Option<(String, u64)> {
+    /// Its name, its address, and whether the name was mangled.
+    fn symbol(&self, probe: u64) -> Option<(String, u64, bool)> {
+        let named = |(name, a): (&str, u64)| (symbol_name(name), a, super::demangle::is_mangled(name));
         if let Some(p) = &self.debug_path {
             let syms = self.debug_symbols.get_or_init(|| read_symbols(p));
             if !syms.is_empty() {
-                return syms.find(probe).map(|(name, a)| (symbol_name(name), a));
+                return syms.find(probe).map(named);
             }
         }
-        self.symbols.find(probe).map(|(name, a)| (symbol_name(name), a))
+        self.symbols.find(probe).map(named)
     }
 
-    /// Appends the DWARF frames of `probe` (none when there is no DWARF for it).
-    fn push_frames(&self, probe: u64, unknown: &Frame, out: &mut Vec<Frame>) {
+    /// Appends the DWARF frames of `probe` (none when there is no DWARF for it); returns
+    /// whether the outermost was named by its linkage name ([`push_all`]).
+    fn push_frames(&self, probe: u64, unknown: &Frame, out: &mut Vec<Frame>) -> bool {
         match self.debug.get_or_init(|| self.debug_path.as_deref().and_then(DebugDwarf::load)) {
             Some(d) => d.push_frames(probe, unknown, out),
-            None => {
-                if let Ok(f) = self.primary.find_frames(probe) {
-                    push_all(f, unknown, out);
-                }
-            }
+            None => self.primary.find_frames(probe).map(|f| push_all(f, unknown, out)).unwrap_or(false),
         }
     }
 }
@@ -283,7 +291,7 @@ impl Symbolizer for ElfSymbolizer {
         };
         let probe = offset.wrapping_sub(1);
         let symbol = files.symbol(probe);
-        if let Some((name, addr)) = &symbol {
+        if let Some((name, addr, _)) = &symbol {
             if crate::paths::is_cut(name) {
                 // The paths drop this frame: its name is all it needs.
                 out.push(Frame {
@@ -295,16 +303,19 @@ impl Symbolizer for ElfSymbolizer {
             }
         }
         let start = out.len();
-        files.push_frames(probe, &unknown, out);
+        let linkage = files.push_frames(probe, &unknown, out);
         if out.len() == start {
             // No DWARF for this address: one frame from the symbol table.
             out.push(unknown);
         }
         let last = out.last_mut().expect("at least one frame was pushed");
-        if let Some((name, addr)) = symbol {
+        if let Some((name, addr, mangled)) = symbol {
             last.symbol_offset = Some(offset.wrapping_sub(addr));
-            if last.function.is_none() {
-                last.function = Some(name);
+            // DWARF's short name of a C++ function (no linkage name given) loses its class
+            // and, for a lambda, the function it belongs to: the symbol's qualified name
+            // tells `make_fn()::{lambda()#1}::operator()` from any other `operator()`.
+            if last.function.is_none() || (mangled && !linkage) {
+                last.function = Some(without_clone_suffix(name));
             }
         }
     }

@@ -67,7 +67,7 @@ pub fn tables(
         for &f in &path {
             members.entry(f).or_insert_with(|| {
                 let (name, module) = (frames.base_name(f), frames.functions[f as usize].module.as_deref());
-                if is_library_frame(name, module) {
+                if is_library_frame(name, module) || frames.in_library_source(f) {
                     None
                 } else {
                     member(name, is_class)
