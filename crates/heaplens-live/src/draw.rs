@@ -52,14 +52,17 @@ pub fn draw(f: &mut Frame, s: &Screen) {
 }
 
 fn header(f: &mut Frame, area: Rect, s: &Screen) {
-    let how = match (s.attached, s.sealed) {
-        (true, false) => "attached, recording",
-        (true, true) => "attached, recording stopped",
-        (false, false) => "recording",
-        (false, true) => "recording ended",
+    let how = match (s.attached, s.sealed, s.writer_gone) {
+        (_, false, true) => {
+            "recording cut short (nothing writes the trace: the program was killed, or the file is cut)"
+        }
+        (true, false, _) => "attached, recording",
+        (true, true, _) => "attached, recording stopped",
+        (false, false, _) => "recording",
+        (false, true, _) => "recording ended",
     };
     let mut lines = vec![
-        Line::from(format!("heaplens live  {}  {how} for {}", s.program, seconds(s.recorded_ns)))
+        Line::from(format!("heaplens live  {}  {how}, {} recorded", s.program, seconds(s.recorded_ns)))
             .style(Style::default().add_modifier(Modifier::BOLD)),
         Line::from(format!(
             "in use {} in {} blocks   peak {}   allocs {} ({}/s)   frees of older blocks {}",

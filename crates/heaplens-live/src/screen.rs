@@ -76,6 +76,9 @@ pub struct Screen {
     pub attached: bool,
     /// Whether the trace is sealed (the program ended, or was detached).
     pub sealed: bool,
+    /// The trace is not sealed and nothing writes it any more (the program was killed, or
+    /// the file is a cut copy).
+    pub writer_gone: bool,
     /// Nanoseconds recorded so far.
     pub recorded_ns: u64,
     /// Bytes and blocks in use now, and the peak bytes.
@@ -187,11 +190,20 @@ impl Follower {
         // A trace that stopped growing unsealed (its writer gone) is replayed to its end once
         // it has settled: a round then, though its length did not change.
         let settled = self.follow.settled();
-        if let Some((l, was_settled, s)) = &self.last {
-            if *l == len && *was_settled == settled {
-                self.screen = s.clone();
-                return &mut self.screen;
-            }
+        let writing = self.writer_alive();
+        let unchanged = self.last.as_ref().is_some_and(|(l, was, _)| *l == len && *was == settled);
+        if unchanged && !writing {
+            self.screen = self.last.as_ref().expect("checked").2.clone();
+            return &mut self.screen;
+        }
+        if unchanged {
+            // A program that allocates nothing for a while: the same events, later. Its
+            // clock, rates and leak candidates go on.
+            let now = monotonic_ns();
+            self.rounds.tally.extend_to(now);
+            self.rounds.tally.mark_old(&mut self.follow.live(), now);
+            self.screen = self.rounds.make(self.follow.trace(), Some(now));
+            return &mut self.screen;
         }
         let mut step = self.follow.advance(&mut self.rounds.tally);
         if step.as_ref().is_ok_and(|s| *s == Step::Restarted) {
@@ -202,8 +214,14 @@ impl Follower {
         }
         self.screen = match step {
             Ok(_) => {
-                self.rounds.tally.mark_old(&mut self.follow.live());
-                self.rounds.make(self.follow.trace())
+                let now = (writing && !self.follow.trace().health.end_seen).then(monotonic_ns);
+                if let Some(now) = now {
+                    self.rounds.tally.extend_to(now);
+                }
+                self.rounds.tally.mark_old(&mut self.follow.live(), now.unwrap_or(0));
+                let mut screen = self.rounds.make(self.follow.trace(), now);
+                screen.writer_gone = !writing && settled && !screen.sealed;
+                screen
             }
             Err(e) => Screen {
                 note: Some(if self.rounds.path.exists() {
@@ -223,8 +241,29 @@ impl Follower {
     }
 }
 
+impl Follower {
+    /// Whether the process that writes the trace still holds it open, by the pid of its
+    /// Process record: a program idle for a while is still being recorded, a killed one is not.
+    fn writer_alive(&self) -> bool {
+        let Some(pid) = self.follow.trace().process.as_ref().map(|p| p.pid) else { return false };
+        let Ok(want) = std::fs::canonicalize(&self.rounds.path) else { return false };
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+        fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == want))
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, nanoseconds: the clock of the trace's times.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 impl Rounds {
-    fn make(&mut self, trace: &Trace) -> Screen {
+    /// The screen of the tally so far; `now` (`CLOCK_MONOTONIC` ns) while the program is
+    /// still recorded, else the time of the last event or of the end.
+    fn make(&mut self, trace: &Trace, now: Option<u64>) -> Screen {
         let t = &self.tally;
         let top = self.options.top;
         let (program, attached, start) = match &trace.process {
@@ -234,7 +273,7 @@ impl Rounds {
             }
             None => ("?".into(), false, t.first_ts),
         };
-        let now = t.last_ts.max(trace.end.map_or(0, |e| e.end_mono_ns));
+        let now = t.last_ts.max(trace.end.map_or(0, |e| e.end_mono_ns)).max(now.unwrap_or(0));
         // Rates: since the previous round, or since recording started on the first; a round
         // with nothing new shows the last screen's.
         match &self.previous {
@@ -293,6 +332,7 @@ impl Rounds {
             program,
             attached,
             sealed: trace.health.end_seen,
+            writer_gone: false,
             recorded_ns: now.saturating_sub(start),
             in_use: t.in_use,
             blocks: t.blocks,

@@ -140,18 +140,32 @@ impl View for Tally {
     }
 
     fn end(&mut self, live: &mut dyn Iterator<Item = &Block>) {
-        self.mark_old(live);
+        self.mark_old(live, 0);
     }
 }
 
 impl Tally {
-    /// Counts the blocks of `live` (the blocks live now) older than the threshold at the last
-    /// event, per stack, in place of what an earlier call counted.
-    pub fn mark_old(&mut self, live: &mut dyn Iterator<Item = &Block>) {
+    /// Holds the level of the last step in the series up to `now` (`CLOCK_MONOTONIC` ns):
+    /// a program that stopped allocating still holds its bytes while time goes on.
+    pub fn extend_to(&mut self, now: u64) {
+        if self.first_ts == 0 || now <= self.last_ts {
+            return;
+        }
+        let step = ((now - self.first_ts) / STEP_NS) as usize;
+        let level = self.series.last().copied().unwrap_or(0);
+        if self.series.len() <= step {
+            self.series.resize(step + 1, level);
+        }
+    }
+
+    /// Counts the blocks of `live` (the blocks live now) older than the threshold at `now`
+    /// (`CLOCK_MONOTONIC` ns; the last event's time when later), per stack, in place of what
+    /// an earlier call counted.
+    pub fn mark_old(&mut self, live: &mut dyn Iterator<Item = &Block>, now: u64) {
         for s in self.stacks.values_mut() {
             (s.old_bytes, s.old_blocks, s.oldest_ns) = (0, 0, 0);
         }
-        let now = self.last_ts;
+        let now = self.last_ts.max(now);
         for b in live {
             let age = now.saturating_sub(b.ts);
             if age >= self.old_after_ns {

@@ -52,9 +52,9 @@ fn the_top_site_and_its_bytes_show_within_the_first_screens() {
     run.current_dir(&dir.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let run = run.spawn().unwrap();
     // Started with the program: the first screen may come before the trace does.
-    let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain", "--frames", "3", "--old", "1"]).ok("live");
+    let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain", "--frames", "4", "--old", "1"]).ok("live");
     let shown = screens(&out.stdout);
-    assert_eq!(shown.len(), 3, "{}", out.show());
+    assert_eq!(shown.len(), 4, "{}", out.show());
     // Screens come a second apart: the third is 2 s after the first.
     let first = shown
         .iter()
@@ -64,6 +64,11 @@ fn the_top_site_and_its_bytes_show_within_the_first_screens() {
         })
         .unwrap_or_else(|| panic!("no screen shows hold_blocks holding 976.9 KiB in 41 blocks\n{}", out.stdout));
     assert!(first <= 2, "shown on screen {}", first + 1);
+    // The program holds its blocks without a call for 4 s: time goes on for the view, and
+    // they become leak candidates once a second old.
+    let old = shown.iter().skip(first + 1).find_map(|s| row_of(s, "old blocks", "hold_blocks"));
+    let old = old.unwrap_or_else(|| panic!("hold_blocks' blocks never shown as old while idle\n{}", out.stdout));
+    assert_eq!((&old[0][..], &old[1][..], &old[2][..]), ("976.9", "KiB", "41"), "{old:?}");
     let ran = wait_with_timeout(run, "heaplens run");
     assert_eq!(ran.status.code(), Some(4), "{}", ran.show());
     assert!(ran.stdout.contains("held blocks=40 bytes=1000000"), "{}", ran.show());
@@ -209,6 +214,8 @@ fn an_unsealed_trace_no_longer_written_is_shown_to_its_end() {
     let old = std::time::SystemTime::now() - Duration::from_secs(10);
     std::fs::File::options().write(true).open(&trace).unwrap().set_modified(old).unwrap();
     let big = live(&trace).expect("keep_big once the trace has settled");
+    let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain", "--frames", "1"]).ok("live");
+    assert!(out.stdout.contains("recording cut short"), "nothing writes it: {}", out.stdout);
     assert_eq!((&big[0][..], &big[1][..], &big[2][..]), ("976.6", "KiB", "10"), "{big:?}");
     let v = report(&dir, &trace);
     assert_eq!(u(&v, "summary/leaked_bytes"), 1_000_000, "the report agrees");
