@@ -225,13 +225,20 @@ fn descriptor_name(p: &Path) -> Option<(Option<u32>, std::os::fd::RawFd)> {
 /// Where writing `path` should land: the file itself, or for a symbolic link the end of its
 /// chain, whether it exists or not (as a shell's `>` follows it).
 ///
+/// A link that another user planted in a sticky world-writable directory (`/tmp`) is not
+/// followed, as the kernel refuses with `fs.protected_symlinks` (which heaplens, resolving the
+/// chain itself, would otherwise bypass): root writing through `/tmp/out.svg` must not
+/// overwrite the file another user pointed it at.
+///
 /// # Errors
-/// A chain of links that loops (more than 40).
+/// A chain of links that loops (more than 40); a link the rule above refuses
+/// (PermissionDenied).
 fn link_target(path: &Path) -> io::Result<PathBuf> {
     let mut p = path.to_path_buf();
     for _ in 0..40 {
         match std::fs::read_link(&p) {
             Ok(next) => {
+                refuse_planted_link(&p)?;
                 p = match p.parent() {
                     Some(dir) => dir.join(next),
                     None => next,
@@ -242,6 +249,53 @@ fn link_target(path: &Path) -> io::Result<PathBuf> {
         }
     }
     Err(io::Error::new(io::ErrorKind::InvalidInput, "too many levels of symbolic links"))
+}
+
+/// The kernel's `fs.protected_symlinks` rule for the link at `link`: in a sticky
+/// world-writable directory, a link is followed only by its owner, or when its owner owns the
+/// directory.
+fn refuse_planted_link(link: &Path) -> io::Result<()> {
+    let dir = match link.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let (Ok(l), Ok(d)) = (std::fs::symlink_metadata(link), std::fs::metadata(dir)) else { return Ok(()) };
+    let sticky_shared = d.mode() & 0o1002 == 0o1002;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if sticky_shared && l.uid() != me && l.uid() != d.uid() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is a symbolic link another user made in a shared directory: not followed (as fs.protected_symlinks does)",
+                link.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Creates the empty request file `path` (a snapshot or detach request beside a trace) without
+/// following a link: a link planted there by another user (the trace's directory may be
+/// theirs) must not make heaplens create or empty the file it points at. A regular file
+/// already there is a request still pending, and is kept.
+///
+/// # Errors
+/// The file cannot be created, or something other than a regular file is in its place.
+pub fn create_request(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW).mode(0o644).open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            if std::fs::symlink_metadata(path)?.file_type().is_file() {
+                Ok(())
+            } else {
+                Err(io::Error::new(io::ErrorKind::AlreadyExists, "something other than a request file is there"))
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Makes the directory `dir` (and its parents) for an output of several files, refusing it
@@ -339,6 +393,38 @@ mod tests {
         assert_eq!(own_descriptor(&log), None);
         assert_eq!(own_descriptor(Path::new("/proc/1/fd/1")), None);
         assert_eq!(own_descriptor(Path::new("-")), Some(1));
+    }
+
+    #[test]
+    fn a_link_another_user_planted_in_a_shared_directory_is_not_followed() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let planted = dir.path().join("out.svg");
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        let request = dir.path().join("t.hltrace.detach");
+        std::os::unix::fs::symlink(&victim, &request).unwrap();
+        // A request file is never made through a link, whoever made it.
+        assert!(create_request(&request).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // Only root can give the link to another user.
+        }
+        let c = std::ffi::CString::new(planted.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid path; 65534 is nobody.
+        assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
+        let e = Output::create(&planted, &[]).err().expect("a planted link is refused");
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        // In a directory that is not shared, the same link is followed (as the kernel does).
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = Output::create(&planted, &[]).unwrap();
+        out.file().unwrap().write_all(b"picture").unwrap();
+        out.commit().unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"picture");
     }
 
     #[test]

@@ -341,7 +341,7 @@ const STOPPED_LIMIT: Duration = Duration::from_secs(2);
 /// stays in place, so that a process that was stopped detaches as soon as it continues.
 fn request_detach(pid: u32, trace: &Path) -> Result<()> {
     let request = heaplens_trace::detach_request_path(trace);
-    std::fs::write(&request, b"").with_context(|| format!("cannot create {}", request.display()))?;
+    heaplens_output::create_request(&request).with_context(|| format!("cannot create {}", request.display()))?;
     let start = Instant::now();
     let mut stopped_since: Option<Instant> = None;
     while alive(pid) && writer_running(pid) {

@@ -63,7 +63,7 @@ pub fn execute(a: &SnapshotArgs) -> Result<()> {
     let size = || std::fs::metadata(&trace).map(|m| m.len()).unwrap_or(0);
     let before = size();
     let request = heaplens_trace::snapshot_request_path(&trace);
-    std::fs::write(&request, b"").with_context(|| format!("cannot create {}", request.display()))?;
+    heaplens_output::create_request(&request).with_context(|| format!("cannot create {}", request.display()))?;
     let start = Instant::now();
     while request.exists() {
         if start.elapsed() > WAIT {
