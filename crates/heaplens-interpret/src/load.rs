@@ -82,6 +82,12 @@ pub const MAX_STACK_ID: u32 = 1 << 28;
 /// by 2^28 ids (3 GiB) from a trace of 7 KB.
 pub const MAX_ID_GAP: usize = 1 << 20;
 
+/// Frames of a stack the views read: its innermost 1024 (what the monitor records by default).
+/// A trace is outside input, and a chain of 100,000 nodes with thousands of allocations on
+/// its deep end would make every path that long: memory and time by the square of the file.
+/// A deeper stack counts as incomplete, as one whose outer frames were lost.
+pub const MAX_DEPTH: usize = 1024;
+
 /// Marks a node id whose definition was never read (a truncated or damaged trace).
 const UNDEFINED: u32 = u32::MAX;
 
@@ -129,8 +135,9 @@ impl StackTable {
     }
 
     /// Walks stack `id` from the innermost frame (the direct caller of the allocator) out to
-    /// the root, yielding return addresses. The walk stops early at an undefined node; parents
-    /// always have smaller ids than children, so it terminates.
+    /// the root, yielding `(node, return address)`, at most [`MAX_DEPTH`] of them. The walk
+    /// stops early at an undefined node, and ends: at most [`MAX_DEPTH`] steps, whatever
+    /// loops a damaged trace's parents make.
     pub fn walk(&self, id: u32) -> impl Iterator<Item = (u32, u64)> + '_ {
         let mut cur = id;
         std::iter::from_fn(move || {
@@ -139,18 +146,23 @@ impl StackTable {
             cur = parent;
             Some((node, addr))
         })
+        .take(MAX_DEPTH)
     }
 
-    /// True when the walk from `id` reaches the root without meeting an undefined node.
+    /// True when the walk from `id` reaches the root within [`MAX_DEPTH`] frames without
+    /// meeting an undefined node.
     pub fn is_complete(&self, id: u32) -> bool {
         let mut cur = id;
-        while cur != 0 {
+        for _ in 0..=MAX_DEPTH {
+            if cur == 0 {
+                return true;
+            }
             match self.get(cur) {
                 Some((p, _)) => cur = p,
                 None => return false,
             }
         }
-        true
+        false
     }
 }
 

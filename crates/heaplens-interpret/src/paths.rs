@@ -475,18 +475,25 @@ fn resolve_paths(
     inner: Inner,
     attribution: &Attribution,
 ) -> (FrameTable, Paths) {
-    // 1. Unique return addresses, visiting each trie node once (stacks share prefixes).
-    let mut visited = vec![false; stacks.len()];
+    // 1. Unique return addresses, visiting each trie node about once (stacks share
+    //    prefixes). A walk reads at most MAX_DEPTH frames, so a node first met at depth d0 had
+    //    MAX_DEPTH - d0 of its outer frames read: a walk meeting it at depth d >= d0 needs no
+    //    more, one meeting it nearer its inner end goes on.
+    let mut first_depth = vec![u32::MAX; stacks.len()];
     let mut addrs: Vec<u64> = Vec::new();
     for &id in ids {
-        for (node, addr) in stacks.walk(id) {
-            if std::mem::replace(&mut visited[node as usize], true) {
+        for (d, (node, addr)) in stacks.walk(id).enumerate() {
+            let seen = &mut first_depth[node as usize];
+            if *seen <= d as u32 {
                 break;
             }
-            addrs.push(addr);
+            if *seen == u32::MAX {
+                addrs.push(addr);
+            }
+            *seen = d as u32;
         }
     }
-    drop(visited);
+    drop(first_depth);
     addrs.sort_unstable();
     addrs.dedup();
 
@@ -723,6 +730,29 @@ mod tests {
             p.get(0).iter().map(|&s| name(&t, s)).collect::<Vec<_>>()
         );
         assert_eq!(p.via(0), None);
+    }
+
+    #[test]
+    fn stacks_deeper_than_the_views_read_are_cut_and_incomplete() {
+        use crate::load::MAX_DEPTH;
+        // One chain of 3000 frames; allocations at its end and 500 frames out, so that the
+        // two walks meet the same nodes at different depths.
+        let mut st = StackTable::default();
+        let mut sym = MapSymbolizer::new();
+        for id in 1..=3000u32 {
+            st.insert(StackNode { id, parent: id - 1, addr: 0x1000 + u64::from(id) });
+            sym.add(0x1000 + u64::from(id), &format!("f{id}"));
+        }
+        assert_eq!(st.walk(3000).count(), MAX_DEPTH);
+        assert!(!st.is_complete(3000) && st.is_complete(MAX_DEPTH as u32) && !st.is_complete(MAX_DEPTH as u32 + 1));
+        let (t, p) = resolve_attributed(&st, &[3000, 2500], &mut sym, false, Naming::default(), &Attribution::raw());
+        let name = |s: SiteId| t.name(t.function_of(s)).to_string();
+        assert_eq!(p.get(0).len(), MAX_DEPTH);
+        assert_eq!(
+            (name(p.get(1)[0]), name(p.get(1)[MAX_DEPTH - 1])),
+            ("f2500".into(), format!("f{}", 2501 - MAX_DEPTH))
+        );
+        assert_eq!(p.incomplete, 2);
     }
 
     use super::*;

@@ -54,7 +54,18 @@ pub fn call_graph(inp: Inputs<'_>) -> Vec<CallGraphEntry> {
             }
         }
     }
-    let sccs = tarjan_scc(&g);
+    // tarjan_scc recurses once per node of a chain, and a trace's chains are as long as
+    // strangers make them (stacks of innermost frames that overlap): a stack of its own, sized
+    // by the nodes (reserved, touched only as deep as the recursion goes).
+    let stack = (1 << 20) + g.node_count() * 1024;
+    let sccs = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("call-graph".into())
+            .stack_size(stack)
+            .spawn_scoped(s, || tarjan_scc(&g))
+            .map(|t| t.join().expect("the call graph's components"))
+    })
+    .unwrap_or_else(|_| tarjan_scc(&g));
     let mut comp_of: HashMap<FunctionId, usize> = HashMap::with_capacity_and_hasher(node_of.len(), Default::default());
     for (c, members) in sccs.iter().enumerate() {
         for &n in members {
