@@ -98,8 +98,10 @@ pub fn is_library_frame(name: &str, module: Option<&str>) -> bool {
         "libmimalloc",
         "libpthread",
     ];
-    // A template function's full name begins with its return type (`void std::vector<...>::...`).
-    let head = &name[..name.find('(').unwrap_or(name.len())];
+    // A template function's full name begins with its return type (`void std::vector<...>::...`),
+    // which may hold parentheses of its own (`std::function<void ()> make_cb<int>(int)`): the
+    // parameters are the first `(` outside template arguments.
+    let head = &name[..cxx_parameters_at(name).unwrap_or(name.len())];
     let mut depth = 0i32;
     let mut qualified = head;
     for (i, c) in head.char_indices() {
@@ -135,16 +137,25 @@ fn in_library_namespace(qualified: &str, rust: bool) -> bool {
 
 /// `name` has a `(` outside `<…>`: a C++ function's parameter list.
 fn has_cxx_parameters(name: &str) -> bool {
+    cxx_parameters_at(name).is_some()
+}
+
+/// Where the first `(` outside `<…>` is (the parentheses of `operator()` and the angle
+/// brackets of `operator<`, `operator<<`, `operator->` and the like apart).
+fn cxx_parameters_at(name: &str) -> Option<usize> {
     let mut depth = 0i32;
-    for c in name.chars() {
+    for (i, c) in name.char_indices() {
+        let before = &name[..i];
+        let operator = ["operator", "operator<", "operator>", "operator-"].iter().any(|o| before.ends_with(o));
         match c {
+            '<' | '>' if operator => {}
             '<' => depth += 1,
             '>' => depth -= 1,
-            '(' if depth == 0 => return true,
+            '(' if depth == 0 && !name[..i].ends_with("operator") => return Some(i),
             _ => {}
         }
     }
-    false
+    None
 }
 
 /// A Rust method of an impl block, `<Type>::method` or `<Type as Trait>::method`, belongs to the
@@ -681,6 +692,7 @@ mod tests {
             "std::collections::hash::map::HashMap<…>::insert",
             "core::ops::function::FnOnce::call_once",
             "__rust_try",
+            "std::basic_ostream<char, std::char_traits<char> >& std::operator<< <std::char_traits<char> >(std::basic_ostream<char, std::char_traits<char> >&, char const*)",
             "_ZSt11make_sharedISt5arrayIcLm100EEJEESt10shared_ptrINSt9enable_ifIXntsrSt8is_arrayIT_E5valueES5_E4typeEEDpOT0_",
             "<<alloc::boxed::Box<…> as core::convert::From<…>>::from as core::ops::function::FnOnce<…>>::call_once",
         ] {
@@ -697,6 +709,11 @@ mod tests {
             "core::Engine::load()",
             "alloc::grab(unsigned long)",
             "void core::fill<int>(std::vector<int, std::allocator<int> >&)",
+            // A return type with parentheses of its own.
+            "std::function<void ()> make_cb<int>(int)",
+            "main::{lambda(int)#1}::operator()(int) const",
+            "Key::operator<(Key const&) const",
+            "Node<int>::operator->() const",
         ] {
             assert!(!is_library_frame(own, Some("app")), "{own}");
         }

@@ -49,5 +49,11 @@ pub fn execute(a: &LiveArgs) -> Result<()> {
     show(&trace, &a.screens, &options(a), None, &mut std::io::stdout().lock())?;
     // Screens of a file that never came are no view of anything: say so in the status.
     anyhow::ensure!(trace.exists(), "no trace appeared at {}", trace.display());
-    Ok(())
+    // Nor of a file that is no trace (its header is written first, so a trace being written
+    // has one).
+    match heaplens_trace::TraceReader::open(&trace) {
+        Err(heaplens_trace::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("{}: {e}", trace.display())),
+        Ok(_) => Ok(()),
+    }
 }

@@ -40,7 +40,7 @@ pub fn execute(a: &MapArgs) -> anyhow::Result<()> {
         split_min_bytes: a.split_min_bytes.unwrap_or(heaplens_interpret::split::MIN_BYTES),
         ..options(&a.sites, &a.time, a.addresses)?
     };
-    let map = write_to(&a.output, &a.trace, |file| {
+    let map = write_to(&a.output, &a.trace, &a.sites, |file| {
         let map = map_file(&a.trace, &opts)?;
         let mut out = BufWriter::new(file);
         let r = if is_svg(&a.output) { map.scene.write_svg(&mut out) } else { map.scene.write_png(&mut out) };

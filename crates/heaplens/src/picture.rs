@@ -25,12 +25,20 @@ pub fn options(sites: &SiteArgs, time: &TimeWindowArgs, addresses: Option<(u64, 
     })
 }
 
-/// Opens `output` first, so an unwritable path (or one that is the `input` trace) fails before
-/// the trace is read, then lets `make` write into it. The output appears whole when `make`
-/// succeeds; when it fails, an existing file stays as it was (see `heaplens_output`).
-pub fn write_to<T>(output: &Path, input: &Path, make: impl FnOnce(File) -> anyhow::Result<T>) -> anyhow::Result<T> {
+/// Opens `output` first, so an unwritable path (or one that is the `input` trace or the
+/// `--skip-file` of `sites`) fails before the trace is read, then lets `make` write into it.
+/// The output appears whole when `make` succeeds; when it fails, an existing file stays as it
+/// was (see `heaplens_output`).
+pub fn write_to<T>(
+    output: &Path,
+    input: &Path,
+    sites: &SiteArgs,
+    make: impl FnOnce(File) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let cannot = || format!("cannot write {}", output.display());
-    let out = heaplens_output::Output::create(output, &[input]).with_context(cannot)?;
+    let mut inputs = vec![input];
+    inputs.extend(sites.skip.skip_file.as_deref());
+    let out = heaplens_output::Output::create(output, &inputs).with_context(cannot)?;
     let made = make(out.file().with_context(cannot)?)?;
     out.commit().with_context(cannot)?;
     Ok(made)

@@ -17,7 +17,7 @@ pub fn execute(a: &TimelineArgs) -> anyhow::Result<()> {
         split_min_bytes: a.split_min_bytes.unwrap_or(heaplens_interpret::split::MIN_BYTES),
         ..options(&a.sites, &a.time, None)?
     };
-    let t = write_to(&a.output, &a.trace, |file| {
+    let t = write_to(&a.output, &a.trace, &a.sites, |file| {
         let t = timeline_file(&a.trace, &opts)?;
         let mut out = BufWriter::new(file);
         let r = if is_svg(&a.output) { t.scene.write_svg(&mut out) } else { t.scene.write_png(&mut out) };

@@ -10,7 +10,7 @@ use crate::ViewArgs;
 
 /// Runs `heaplens view`; a failed page leaves no file behind (and an earlier one as it was).
 pub fn execute(a: &ViewArgs) -> anyhow::Result<()> {
-    let page = write_to(&a.output, &a.trace, |mut file| {
+    let page = write_to(&a.output, &a.trace, &a.sites, |mut file| {
         let page = build(a)?;
         file.write_all(page.html.as_bytes()).with_context(|| format!("cannot write {}", a.output.display()))?;
         Ok(page)

@@ -229,4 +229,10 @@ fn a_trace_that_never_appears_is_an_error_after_its_screens() {
     assert_eq!(out.status.code(), Some(2), "{}", out.show());
     assert!(out.stdout.contains("to appear"), "the screen says it waits\n{}", out.stdout);
     assert!(out.stderr.contains("no trace appeared at"), "{}", out.show());
+    // A file that is no trace never becomes one.
+    let zeros = dir.join("zeros.hltrace");
+    std::fs::write(&zeros, [0u8; 100]).unwrap();
+    let out = heaplens(&dir, &["live", zeros.to_str().unwrap(), "--plain", "--frames", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stderr.contains("not a heaplens trace"), "{}", out.show());
 }

@@ -103,7 +103,17 @@ fn outputs_equal_to_the_trace_are_refused() {
             assert_eq!(std::fs::read(&trace).unwrap(), before, "{cmd:?} -o {} changed the trace", out.display());
         }
     }
-    let mut expected = ["argv_hex", "hard.hltrace", "soft.hltrace", "t.hltrace"].map(OsString::from).to_vec();
+    // So is a picture's output equal to its --skip-file, another input.
+    let skip = dir.join("skip.txt");
+    std::fs::write(&skip, "^xmalloc$\n").unwrap();
+    for cmd in ["map", "timeline", "view"] {
+        let args = [cmd, trace.to_str().unwrap(), "--skip-file", skip.to_str().unwrap(), "-o", skip.to_str().unwrap()];
+        let o = heaplens(&dir, &args);
+        assert_one_line_error(&o, &format!("heaplens {cmd} -o its --skip-file"));
+        assert_eq!(std::fs::read_to_string(&skip).unwrap(), "^xmalloc$\n", "{cmd} replaced its --skip-file");
+    }
+    let mut expected =
+        ["argv_hex", "hard.hltrace", "skip.txt", "soft.hltrace", "t.hltrace"].map(OsString::from).to_vec();
     expected.sort();
     assert_eq!(names(&dir.path), expected, "stray files");
 }
