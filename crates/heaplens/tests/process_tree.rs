@@ -194,6 +194,10 @@ fn gxx_compile_is_one_tree() {
         .find(|p| at(p, "program").as_str().unwrap_or("").starts_with("cc1plus "))
         .unwrap_or_else(|| panic!("no cc1plus in {procs:?}"));
     assert_eq!(u(cc1plus, "ppid"), u(&procs[0], "pid"), "cc1plus is the driver's child");
+    // Its whole command line (the table's column shows three arguments).
+    let argv: Vec<&str> = arr(cc1plus, "argv").iter().filter_map(|a| a.as_str()).collect();
+    assert!(argv.len() > 4 && argv[0].ends_with("cc1plus"), "{argv:?}");
+    assert!(at(cc1plus, "exe").as_str().unwrap().ends_with("cc1plus"), "{cc1plus}");
     let own = report(&dir, std::path::Path::new(at(cc1plus, "trace").as_str().unwrap()));
     assert!(u(&own, "summary/allocations") > 1000, "cc1plus allocates");
     for key in ["allocations", "bytes_allocated", "peak_bytes", "leaked_bytes"] {

@@ -63,8 +63,13 @@ pub struct ProcessRow {
     pub pid: Option<u32>,
     /// Parent process id.
     pub ppid: Option<u32>,
-    /// The executable's basename and its first arguments, as the trace holds them (unescaped).
+    /// The executable's basename and its first three arguments (`…` for more), for a table
+    /// column, as the trace holds them (unescaped).
     pub program: String,
+    /// The executable's path, whole.
+    pub exe: String,
+    /// The command line, whole.
+    pub argv: Vec<String>,
     /// The trace file.
     pub trace: String,
     /// Exit status, when `heaplens run` recorded it (its own child only).
@@ -138,6 +143,8 @@ pub fn merge(reports: &[Report]) -> TreeReport {
             pid: r.process.pid,
             ppid: r.process.ppid,
             program: program(r),
+            exe: r.process.exe.clone(),
+            argv: r.process.argv.clone(),
             trace: r.trace.path.clone(),
             exit_code: r.process.exit_code,
             exit_signal: r.process.exit_signal,
