@@ -49,11 +49,18 @@ const RUNTIME: &[(&str, &str)] = &[
     ("extend_alias_table", "locale data"),
     ("__nss_*", "NSS module data"),
     ("nss_*", "NSS module data"),
+    ("getpw*", "passwd lookup buffer"),
+    ("getgr*", "group lookup buffer"),
+    ("__resolv_conf_*", "resolver configuration"),
+    ("__resolv_context_get*", "resolver configuration"),
+    ("get_locked_global", "resolver configuration"),
+    ("resolv_conf_array_add", "resolver configuration"),
     ("__tzfile_read", "time zone data"),
     ("tzset_internal", "time zone data"),
     ("std::rt::lang_start_internal", "Rust runtime"),
     ("std::rt::init", "Rust runtime"),
     ("std::thread::current*", "Rust thread handle"),
+    ("std::sys::pal::unix::stack_overflow::*", "Rust stack overflow guard"),
     ("std::io::stdio::*", "Rust stdio buffer"),
 ];
 
