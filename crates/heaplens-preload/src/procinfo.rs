@@ -96,9 +96,14 @@ pub fn argv() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The calling thread's name.
+/// The thread's name. A name is any bytes but NUL (`pthread_setname_np`): one that is not
+/// UTF-8 is kept with U+FFFD for its bad bytes rather than lost.
 pub fn thread_name(tid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
+    let mut b = std::fs::read(format!("/proc/self/task/{tid}/comm")).unwrap_or_default();
+    if b.last() == Some(&b'\n') {
+        b.pop();
+    }
+    String::from_utf8_lossy(&b).into_owned()
 }
 
 /// The calling thread's stack as an address range: the mapping of `/proc/self/maps` that holds
