@@ -252,12 +252,17 @@ fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32, cpu_hz: u32) 
         text.lines().find_map(|l| l.strip_prefix(&key).map(str::to_string))
     };
     if text.contains("ptrace: Operation not permitted") {
+        // Another tracer got there first: another heaplens attach, or a debugger.
+        if tracer(pid).is_some() {
+            bail!("process {pid} is being traced by another program (another heaplens attach, or a debugger): try again when it is done");
+        }
         bail!("ptrace is refused for process {pid} (another user's process, a debugger attached, or kernel.yama.ptrace_scope)");
     }
     if text.contains("heaplens: no safe point") {
         bail!("process {pid} was inside its allocator or loader at every look for a second: not attached, try again");
     }
-    if text.contains("ptrace: No such process") || text.contains("exited") && value(2).is_none() {
+    // A process gone while gdb was at it leaves whatever gdb was printing then.
+    if text.contains("ptrace: No such process") || (text.contains("exited") || !alive(pid)) && value(2).is_none() {
         bail!("process {pid} exited before heaplens could attach");
     }
     let Some(handle) = value(1) else {
@@ -308,6 +313,19 @@ fn attach_in_progress(pid: u32) -> bool {
         .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok()));
     let parent_comm = parent.and_then(|p| proc_text(format!("/proc/{p}/comm")).ok()).unwrap_or_default();
     comm == "gdb" && parent_comm.starts_with("heaplens")
+}
+
+/// Whether a `heaplens attach PID` of `pid` runs (by the command lines in /proc), though it
+/// may not have started gdb yet.
+fn attacher_running(pid: u32) -> bool {
+    let want = pid.to_string();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return false };
+    procs.flatten().any(|p| {
+        let Ok(cmdline) = std::fs::read(p.path().join("cmdline")) else { return false };
+        let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let heaplens = argv.first().and_then(|a| a.rsplit(|&b| b == b'/').next()).is_some_and(|n| n.starts_with(b"heaplens"));
+        heaplens && argv.get(1) == Some(&&b"attach"[..]) && argv.iter().any(|a| *a == want.as_bytes())
+    })
 }
 
 /// The process tracing `pid` (its `TracerPid`) and its command name.
@@ -483,16 +501,26 @@ pub fn execute_detach(a: &DetachArgs) -> Result<()> {
     while attach_in_progress(pid) && start.elapsed() < GDB_LIMIT {
         std::thread::sleep(Duration::from_millis(20));
     }
-    // The monitor starts its writer just before gdb lets the process go.
+    // The monitor starts its writer just before gdb lets the process go; a `heaplens attach`
+    // of this process that has not started gdb yet is waited for too.
     let trace = loop {
         match trace_of(pid) {
             Ok(t) => break t,
             Err(_) if start.elapsed() < Duration::from_millis(500) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) if start.elapsed() < GDB_LIMIT && attacher_running(pid) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             Err(_) => bail!("process {pid} is not attached (its monitor has no trace open)"),
         }
     };
     request_detach(pid, &trace)?;
-    eprintln!("heaplens: detached from process {pid}; trace written to {}", trace.display());
+    // An attach told to replace an earlier trace writes beside it, and renames when done.
+    let hidden = trace.file_name().is_some_and(|n| n.as_encoded_bytes().starts_with(b".heaplens-"));
+    if hidden {
+        eprintln!("heaplens: detached from process {pid}; `heaplens attach` puts the trace where its -o said");
+    } else {
+        eprintln!("heaplens: detached from process {pid}; trace written to {}", trace.display());
+    }
     Ok(())
 }
 
