@@ -268,7 +268,13 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
         let at = p.recording_start_unix_ns.map(utc).unwrap_or_else(|| "an unknown time".into());
         let _ = writeln!(out, "  recording            attached to the running process at {at}");
         if let Some(stop) = p.recording_stop_unix_ns {
-            let why = if t.detached { "detached; the process went on" } else { "the process ended" };
+            let why = if t.detached {
+                "detached; the process went on"
+            } else if t.exec_unfollowed {
+                "the process exec'd another program, which went on unrecorded"
+            } else {
+                "the process ended"
+            };
             let _ = writeln!(out, "                       stopped at {} ({why})", utc(stop));
         }
     }
@@ -276,6 +282,7 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
         (_, Some(sig)) => format!("killed by signal {sig}"),
         (Some(code), None) => format!("exited with status {code}"),
         (None, None) if t.detached => "still running when recording stopped (detached)".into(),
+        (None, None) if t.exec_unfollowed && p.attached => "went on as another program (exec) while attached".into(),
         // `heaplens run` appends the Exit record for its own child only; a child of that
         // process that shut down cleanly still left the monitor's End record.
         (None, None) if t.complete && p.attached => "exited while attached (status not recorded)".into(),
