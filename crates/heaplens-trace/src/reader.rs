@@ -159,8 +159,10 @@ impl<R: Read> TraceReader<R> {
                 return Ok(self.truncated(start));
             }
             let h = BlockHeader::from_bytes(&hb);
-            if h.stored_len > MAX_BLOCK_LEN || h.raw_len > MAX_BLOCK_LEN {
-                // A length no writer produces: the rest of the file cannot be framed.
+            // A length no writer produces, or kind 0, which none writes: zeros where a block
+            // should start (a sparse file, a region a crash left unwritten) would otherwise
+            // read as empty blocks, billions of them. The rest of the file cannot be framed.
+            if h.stored_len > MAX_BLOCK_LEN || h.raw_len > MAX_BLOCK_LEN || h.kind == 0 {
                 self.status.corrupt_blocks += 1;
                 return Ok(self.truncated(start));
             }

@@ -323,7 +323,8 @@ fn attacher_running(pid: u32) -> bool {
     procs.flatten().any(|p| {
         let Ok(cmdline) = std::fs::read(p.path().join("cmdline")) else { return false };
         let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-        let heaplens = argv.first().and_then(|a| a.rsplit(|&b| b == b'/').next()).is_some_and(|n| n.starts_with(b"heaplens"));
+        let heaplens =
+            argv.first().and_then(|a| a.rsplit(|&b| b == b'/').next()).is_some_and(|n| n.starts_with(b"heaplens"));
         heaplens && argv.get(1) == Some(&&b"attach"[..]) && argv.iter().any(|a| *a == want.as_bytes())
     })
 }

@@ -385,3 +385,20 @@ fn regenerate_corpus() {
         println!("(\"{name}\", {}),", outcome(&dir, &out.join(name)));
     }
 }
+
+/// A trace whose blocks stop at a hole of zeros (a sparse file, a region a crash left
+/// unwritten): zeros where a block should start are no block, and nothing reads on through
+/// the hole block by empty block. 8 GiB of hole, which reading on would take minutes.
+#[test]
+fn a_hole_of_zeros_ends_the_trace_at_once() {
+    let dir = WorkDir::new("damaged-hole");
+    let (_, trace) = traced_widgets(&dir, &["100"]);
+    let holed = dir.join("holed.hltrace");
+    std::fs::copy(&trace, &holed).unwrap();
+    let len = std::fs::metadata(&holed).unwrap().len();
+    std::fs::File::options().write(true).open(&holed).unwrap().set_len(len + (8 << 30)).unwrap();
+    let out = heaplens(&dir, &["report".as_ref(), holed.as_os_str(), "--format".as_ref(), "json".as_ref()]);
+    let v: serde_json::Value = serde_json::from_str(&out.ok("report of the holed trace").stdout).unwrap();
+    assert_eq!(u(&v, "summary/allocations"), 100, "every block before the hole: {v}");
+    assert_eq!(at(&v, "trace/truncated_at").as_u64(), Some(len), "cut where the hole starts");
+}
