@@ -60,6 +60,12 @@ fn check_target(pid: u32) -> Result<Target> {
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .or_else(|| field("Name:"))
         .unwrap_or_else(|| "program".into());
+    // A kernel thread has no program (its `exe` link reads as nothing) and no heap.
+    if field("Kthread:").is_some_and(|k| k == "1")
+        || (std::fs::read_link(proc.join("exe")).is_err() && field("VmSize:").is_none())
+    {
+        bail!("process {pid} is a kernel thread: it has no heap to record");
+    }
     // SAFETY: no preconditions.
     let euid = unsafe { libc::geteuid() };
     if let Some(uid) = field("Uid:").and_then(|u| u.parse::<u32>().ok()) {
