@@ -30,7 +30,7 @@ pub struct ThreadSamples {
 impl ThreadSamples {
     /// CPU time sampled on this thread, nanoseconds.
     pub fn cpu_ns(&self) -> u64 {
-        self.samples.iter().map(|s| s.cpu_ns).sum()
+        self.samples.iter().fold(0u64, |a, s| a.saturating_add(s.cpu_ns))
     }
 }
 
@@ -59,7 +59,9 @@ impl CpuSamples {
             out.threads[i].samples.extend(rec.samples.iter().map(|s| CpuSample {
                 ts_ns: t.clock.to_ns(s.ts),
                 stack: s.stack,
-                cpu_ns: rec.period_ns * u64::from(s.weight),
+                // At most an hour a sample (a period of a second, a weight of 3600 timer
+                // expiries merged): larger is damage, and sums of it would overflow.
+                cpu_ns: rec.period_ns.saturating_mul(u64::from(s.weight)).min(MAX_SAMPLE_NS),
             }));
         }
         for th in &mut out.threads {
@@ -80,7 +82,7 @@ impl CpuSamples {
 
     /// CPU time sampled, nanoseconds.
     pub fn cpu_ns(&self) -> u64 {
-        self.threads.iter().map(ThreadSamples::cpu_ns).sum()
+        self.threads.iter().fold(0u64, |a, t| a.saturating_add(t.cpu_ns()))
     }
 
     /// `(stack, samples, cpu_ns)` per distinct stack over all threads, by stack id.
@@ -93,7 +95,8 @@ impl CpuSamples {
             match out.last_mut() {
                 Some((s, n, t)) if *s == stack => {
                     *n += 1;
-                    *t += ns;
+                    // Saturating: a damaged trace's period and weight can make any number.
+                    *t = t.saturating_add(ns);
                 }
                 _ => out.push((stack, 1, ns)),
             }
@@ -101,6 +104,9 @@ impl CpuSamples {
         out
     }
 }
+
+/// The most CPU time one sample stands for, nanoseconds (see [`CpuSamples::of`]).
+const MAX_SAMPLE_NS: u64 = 3_600_000_000_000;
 
 /// Whether the trace at `path` was recorded with `heaplens run --cpu-only` (CPU samples, no
 /// allocations), from its first block. False when it cannot be read.

@@ -181,8 +181,9 @@ pub fn totals(r: &Report, out: &mut String) {
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "SUMMARY");
-    let calls: u64 = s.calls_by_kind.values().sum();
-    let frees: u64 = s.frees_by_kind.values().sum();
+    // Saturating: an aggregated trace's counters are numbers a damaged file can make anything.
+    let calls: u64 = s.calls_by_kind.values().fold(0, |a, &b| a.saturating_add(b));
+    let frees: u64 = s.frees_by_kind.values().fold(0, |a, &b| a.saturating_add(b));
     let row = |out: &mut String, label: &str, n: u64, note: String| {
         let _ = writeln!(out, "  {label:<20} {n:>14}  {note}");
     };

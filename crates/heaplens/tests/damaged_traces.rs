@@ -402,3 +402,31 @@ fn a_hole_of_zeros_ends_the_trace_at_once() {
     assert_eq!(u(&v, "summary/allocations"), 100, "every block before the hole: {v}");
     assert_eq!(at(&v, "trace/truncated_at").as_u64(), Some(len), "cut where the hole starts");
 }
+
+/// Numbers a damaged trace makes as large as they go (an aggregated trace's counters at
+/// 2^64 - 1, CPU samples of the largest period and weight; `tests/data/overflow/`, made by
+/// mutating real traces): every sum saturates, no command overflows.
+#[test]
+fn counters_at_their_largest_overflow_nothing() {
+    let dir = WorkDir::new("damaged-overflow");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/overflow");
+    for name in ["aggregate-counters-max.hltrace", "cpu-weight-max.hltrace"] {
+        let t = data.join(name);
+        let t = t.to_str().unwrap();
+        let out = dir.join("out");
+        let out = out.to_str().unwrap();
+        for cmd in [
+            vec!["report", t],
+            vec!["report", t, "--cpu", "--format", "json"],
+            vec!["check", t, "--max-peak", "1GiB"],
+            vec!["diff", t, t],
+            vec!["export", t, "--format", "pprof", "-o", out],
+            vec!["export", t, "--format", "collapsed", "--metric", "cpu", "-o", out],
+            vec!["timeline", t, "-o", &format!("{out}.svg")],
+        ] {
+            let o = heaplens(&dir, &cmd);
+            assert_no_panic(&o, &format!("{cmd:?}"));
+            assert!(o.status.code().is_some_and(|c| c <= 2), "{cmd:?}: {}", o.show());
+        }
+    }
+}

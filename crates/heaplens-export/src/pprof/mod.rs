@@ -255,7 +255,7 @@ pub fn write_cpu(
         for s in &th.samples {
             let e = by_thread.entry((s.stack, th.tid)).or_default();
             e.0 += 1;
-            e.1 += s.cpu_ns;
+            e.1 = e.1.saturating_add(s.cpu_ns);
         }
     }
     for (&(stack, tid), &(n, ns)) in &by_thread {

@@ -75,7 +75,7 @@ pub fn cpu_report(t: &Trace, sym: &mut dyn Symbolizer, naming: Naming, progress:
         monitor: t.end.map(|e| MonitorCost {
             sampler_ns: e.sampler_ns,
             writer_cpu_ns: e.writer_cpu_ns,
-            percent: (e.sampler_ns + e.writer_cpu_ns) as f64 * 100.0 / total_ns.max(1) as f64,
+            percent: e.sampler_ns.saturating_add(e.writer_cpu_ns) as f64 * 100.0 / total_ns.max(1) as f64,
         }),
         threads,
         flat: flat(&by_stack, &frames, &paths, total_ns),
@@ -100,7 +100,10 @@ fn threads(
             for x in &th.samples {
                 if let Ok(i) = ids.binary_search(&x.stack) {
                     if let Some(&site) = paths.get(i).first() {
-                        *self_ns.entry(frames.function_of(site)).or_default() += x.cpu_ns;
+                        {
+                            let e = self_ns.entry(frames.function_of(site)).or_default();
+                            *e = e.saturating_add(x.cpu_ns);
+                        }
                     }
                 }
             }
@@ -134,15 +137,16 @@ fn flat(by_stack: &[(u32, u64, u64)], frames: &FrameTable, paths: &Paths, total_
         let path = paths.get(i);
         let Some(&inner) = path.first() else { continue };
         let a = acc.entry(frames.function_of(inner)).or_default();
+        // Saturating, as every sum of sample times: a damaged trace's are any number.
         a.self_n += n;
-        a.self_ns += ns;
+        a.self_ns = a.self_ns.saturating_add(ns);
         seen.clear();
         for &site in path {
             let f = frames.function_of(site);
             if seen.insert(f) {
                 let a = acc.entry(f).or_default();
                 a.incl_n += n;
-                a.incl_ns += ns;
+                a.incl_ns = a.incl_ns.saturating_add(ns);
             }
         }
     }
@@ -153,7 +157,7 @@ fn flat(by_stack: &[(u32, u64, u64)], frames: &FrameTable, paths: &Paths, total_
     let mut cumulative = 0u64;
     rows.into_iter()
         .map(|(f, a)| {
-            cumulative += a.self_ns;
+            cumulative = cumulative.saturating_add(a.self_ns);
             FlatRow {
                 function: frames.name(f).to_string(),
                 module: frames.functions[f as usize].module.clone(),

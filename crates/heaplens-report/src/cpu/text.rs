@@ -50,7 +50,7 @@ fn render_raw(r: &CpuReport, top: usize) -> String {
             o,
             "  {:<20} {:>14}  {:.2}% of the CPU time sampled: {} in the sampling handler, {} in the writer thread",
             "monitor's own time",
-            human_ns(m.sampler_ns + m.writer_cpu_ns),
+            human_ns(m.sampler_ns.saturating_add(m.writer_cpu_ns)),
             m.percent,
             human_ns(m.sampler_ns),
             human_ns(m.writer_cpu_ns)
