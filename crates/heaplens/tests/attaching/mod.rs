@@ -95,7 +95,9 @@ pub fn attach_in_background(dir: &WorkDir, pid: u32, args: &[&str]) -> Child {
 /// Waits until process `pid` has a heaplens trace open (the attach by `attaching` is done).
 pub fn wait_attached(pid: u32, attaching: &mut Child) {
     let start = Instant::now();
-    while trace_open(pid).is_none() {
+    // Attached: the monitor has its trace open and gdb has let the process go (the writer
+    // starts just before gdb detaches).
+    while trace_open(pid).is_none() || traced(pid) {
         if let Ok(Some(st)) = attaching.try_wait() {
             let mut err = String::new();
             let _ = std::io::Read::read_to_string(attaching.stderr.as_mut().unwrap(), &mut err);
@@ -104,6 +106,12 @@ pub fn wait_attached(pid: u32, attaching: &mut Child) {
         assert!(start.elapsed() < Duration::from_secs(60), "process {pid} was not attached within 60 s");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Whether a debugger (gdb, loading the monitor) traces process `pid`.
+fn traced(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().find_map(|l| l.strip_prefix("TracerPid:")).is_some_and(|t| t.trim() != "0")
 }
 
 pub fn trace_open(pid: u32) -> Option<PathBuf> {
