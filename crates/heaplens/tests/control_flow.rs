@@ -57,17 +57,19 @@ fn abrupt_control_flow_is_recorded_right() {
             "{size}-byte blocks via {tail:?}: {rows:?}"
         );
     };
-    expect_path(333, &["main", "after_throw"]);
-    expect_path(444, &["main", "after_jump"]);
-    expect_path(111, &["deep_throw", "deep_throw"]);
-    expect_path(222, &["deep_jump", "deep_jump"]);
-    expect_path(555, &["on_signal"]);
+    // (Static C++ functions: DWARF names them without a linkage name, the symbol table with
+    // their parameters.)
+    expect_path(333, &["main", "after_throw()"]);
+    expect_path(444, &["main", "after_jump()"]);
+    expect_path(111, &["deep_throw(int)", "deep_throw(int)"]);
+    expect_path(222, &["deep_jump(int)", "deep_jump(int)"]);
+    expect_path(555, &["on_signal(int)"]);
     // Same slot, same return address into `common`, different caller above it.
     let sides = leak_paths_of_size(v, 777);
-    for side in ["left", "right"] {
+    for side in ["left()", "right()"] {
         let n: u64 = sides
             .iter()
-            .filter(|(p, _)| p.ends_with(&["main".to_string(), side.to_string(), "common".to_string()]))
+            .filter(|(p, _)| p.ends_with(&["main".to_string(), side.to_string(), "common()".to_string()]))
             .map(|(_, n)| n)
             .sum();
         assert_eq!(n, rounds / 2, "777-byte blocks via main > {side} > common: {sides:?}");
