@@ -4,11 +4,10 @@
 //! ([`frame`]), which also keeps inferno's SVG well-formed: its XML writer escapes markup but
 //! passes control characters through.
 
-use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::path::Path;
 
-use heaplens_interpret::elide::elide_generics;
+use heaplens_interpret::elide::Unambiguous;
 use heaplens_interpret::load::StackTable;
 use heaplens_interpret::names::{for_line, for_xml};
 use heaplens_interpret::paths::{resolve_named, resolve_samples, FrameTable, Naming, Paths};
@@ -82,29 +81,13 @@ fn fold(
 /// Each function's name as the graph shows it, by function id: elided where that is
 /// unambiguous among the functions the first `n` paths hold, when `elide`.
 fn shown_names(frames: &FrameTable, paths: &Paths, n: usize, elide: bool) -> Vec<String> {
-    let ids = 0..frames.functions_len() as u32;
-    let mut shown: Vec<String> = ids.clone().map(|f| frames.name(f).to_string()).collect();
+    let whole = (0..frames.functions_len() as u32).map(|f| frames.name(f));
     if !elide {
-        return shown;
+        return whole.map(str::to_string).collect();
     }
-    let mut used = vec![false; shown.len()];
-    for i in 0..n {
-        for &site in paths.get(i) {
-            used[frames.function_of(site) as usize] = true;
-        }
-    }
-    // Per elided name, the whole names that read as it (one name in two modules is one).
-    let short: Vec<String> = shown.iter().map(|n| elide_generics(n).into_owned()).collect();
-    let mut readers: HashMap<&str, HashSet<&str>> = HashMap::new();
-    for f in ids.clone().filter(|&f| used[f as usize]) {
-        readers.entry(&short[f as usize]).or_default().insert(&shown[f as usize]);
-    }
-    let unambiguous: Vec<bool> =
-        ids.clone().map(|f| readers.get(short[f as usize].as_str()).is_some_and(|r| r.len() == 1)).collect();
-    for f in ids.filter(|&f| unambiguous[f as usize]) {
-        shown[f as usize] = short[f as usize].clone();
-    }
-    shown
+    let used = (0..n).flat_map(|i| paths.get(i).iter().map(|&site| frames.name(frames.function_of(site))));
+    let names = Unambiguous::of(used);
+    whole.map(|name| names.show(name).into_owned()).collect()
 }
 
 /// A function's name as a folded frame. A line is `frame;...;frame count`: a line end in the

@@ -6,6 +6,38 @@
 //! type, `<alloc::vec::Vec<…> as core::ops::drop::Drop>::drop`.
 
 use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+/// Names elided where that stays unambiguous: built from the whole names a view shows, it
+/// gives each name elided ([`elide_generics`]) unless another of them would then read the
+/// same (`fill<int>` and `fill<long>` stay whole; one name in two modules is one name).
+#[derive(Debug, Default)]
+pub struct Unambiguous {
+    /// Per elided name, how many distinct whole names read as it.
+    readers: HashMap<String, usize>,
+}
+
+impl Unambiguous {
+    /// The elided forms of `names` (whole names, repeats allowed).
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let whole: HashSet<&str> = names.into_iter().collect();
+        let mut readers: HashMap<String, usize> = HashMap::new();
+        for name in whole {
+            *readers.entry(elide_generics(name).into_owned()).or_default() += 1;
+        }
+        Unambiguous { readers }
+    }
+
+    /// `name` elided, or whole when another name would read the same.
+    pub fn show<'a>(&self, name: &'a str) -> Cow<'a, str> {
+        let short = elide_generics(name);
+        if self.readers.get(short.as_ref()).copied().unwrap_or(0) > 1 {
+            Cow::Borrowed(name)
+        } else {
+            short
+        }
+    }
+}
 
 /// What a `<` opened.
 #[derive(Clone, Copy, PartialEq)]

@@ -199,7 +199,7 @@ impl Follower {
         if unchanged {
             // A program that allocates nothing for a while: the same events, later. Its
             // clock, rates and leak candidates go on.
-            let now = monotonic_ns();
+            let now = heaplens_trace::monotonic_now_ns();
             self.rounds.tally.extend_to(now);
             self.rounds.tally.mark_old(&mut self.follow.live(), now);
             self.screen = self.rounds.make(self.follow.trace(), Some(now));
@@ -214,7 +214,7 @@ impl Follower {
         }
         self.screen = match step {
             Ok(_) => {
-                let now = (writing && !self.follow.trace().health.end_seen).then(monotonic_ns);
+                let now = (writing && !self.follow.trace().health.end_seen).then(heaplens_trace::monotonic_now_ns);
                 if let Some(now) = now {
                     self.rounds.tally.extend_to(now);
                 }
@@ -250,14 +250,6 @@ impl Follower {
         let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
         fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == want))
     }
-}
-
-/// `CLOCK_MONOTONIC` now, nanoseconds: the clock of the trace's times.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 impl Rounds {

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::diff::Diff;
 use crate::model::{Metrics, Report};
-use heaplens_interpret::elide::elide_generics;
+use heaplens_interpret::elide::Unambiguous;
 use heaplens_interpret::names::for_terminal;
 
 use crate::render_text::human_bytes;
@@ -45,16 +45,10 @@ pub struct Contributor {
     pub shown: String,
 }
 
-/// `name` with generic arguments elided, or whole when one of `all` (whole names) elides to
-/// the same and is another function.
+/// `name` as a line shows it among the whole names `all` of the run's functions (`name` one
+/// of them).
 fn shown<'a>(name: &str, all: impl Iterator<Item = &'a str>) -> String {
-    let short = elide_generics(name);
-    let mut all = all;
-    if all.any(|o| o != name && elide_generics(o) == short) {
-        name.to_string()
-    } else {
-        short.into_owned()
-    }
+    Unambiguous::of(all).show(name).into_owned()
 }
 
 /// One budget checked.

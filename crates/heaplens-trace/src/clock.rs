@@ -19,6 +19,14 @@ use crate::varint::{put, Cursor};
 /// Clock blocks pair timestamps in the same unit with nanoseconds.
 pub const TSC_UNIT: u64 = 32;
 
+/// `CLOCK_MONOTONIC` now, nanoseconds: the clock events' times map to and Exit records use.
+pub fn monotonic_now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// What event timestamps count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum TimeSource {

@@ -31,7 +31,7 @@ mod zstd_ctx;
 
 pub use aggregate::{AggregateRecord, SizeCounters, StackCounters};
 pub use block::{BlockKind, Codec, BLOCK_HEADER_LEN, FILE_HEADER_LEN, MAGIC, OLDEST_READABLE, VERSION};
-pub use clock::{ClockSync, TimeMap, TimeSource, TSC_UNIT};
+pub use clock::{monotonic_now_ns, ClockSync, TimeMap, TimeSource, TSC_UNIT};
 pub use columns::{ColumnDecoder, ColumnEncoder};
 pub use event::{Event, EventDecoder, EventEncoder, Op, OpClass};
 pub use reader::{open_regular, process_of, ReadError, ReadStatus, TraceReader, PAYLOAD_SPARE};

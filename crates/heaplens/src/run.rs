@@ -139,13 +139,6 @@ pub(crate) fn destination(template: &Path, program: Option<&Path>) -> Result<Des
     }
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: valid timespec pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Runs `heaplens run`; returns the program's exit code, or does not return when the program
 /// died by a signal (heaplens then dies by the same signal).
 pub fn execute(a: &RunArgs) -> Result<ExitCode> {
@@ -244,7 +237,8 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     } else {
         child.wait().context("waiting for the program")?
     };
-    let exit = ExitRecord { code: status.code(), signal: status.signal(), end_mono_ns: monotonic_ns() };
+    let exit =
+        ExitRecord { code: status.code(), signal: status.signal(), end_mono_ns: heaplens_trace::monotonic_now_ns() };
     let symbols = symbols.and_then(|s| s.finish());
 
     if a.follow_children && trace.is_file() {

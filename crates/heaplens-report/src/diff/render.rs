@@ -5,9 +5,8 @@
 use std::fmt::Write;
 
 use super::{Change, Changes, Diff, SummaryChange};
-use std::collections::{HashMap, HashSet};
 
-use heaplens_interpret::elide::elide_generics;
+use heaplens_interpret::elide::Unambiguous;
 use heaplens_interpret::names::for_terminal;
 
 use crate::render_text::{human_bytes, human_ns, terminal_lines};
@@ -54,30 +53,18 @@ fn summary_line(out: &mut String, s: &SummaryChange) {
     let _ = writeln!(out, "  {label:<22} {:>14} {:>14}  {change}", show(s.base), show(s.new));
 }
 
-/// How names are shown: template and generic arguments elided ([`elide_generics`]) where
-/// that names one function of the diff, whole where two would read alike.
-struct Names(HashMap<String, usize>);
+/// How names are shown: elided where unambiguous among the diff's functions and paths.
+struct Names(Unambiguous);
 
 impl Names {
     fn of(d: &Diff) -> Self {
-        let mut whole: HashSet<&str> = HashSet::new();
-        for c in [&d.functions, &d.paths] {
-            for r in c.grew.iter().chain(&c.shrank) {
-                whole.extend(r.key.iter().map(String::as_str));
-            }
-        }
-        let mut short: HashMap<String, usize> = HashMap::new();
-        for name in whole {
-            *short.entry(elide_generics(name).into_owned()).or_default() += 1;
-        }
-        Names(short)
+        let rows = [&d.functions, &d.paths].into_iter().flat_map(|c| c.grew.iter().chain(&c.shrank));
+        Names(Unambiguous::of(rows.flat_map(|r| r.key.iter().map(String::as_str))))
     }
 
     fn show(&self, name: &str) -> String {
-        let short = elide_generics(name);
-        let name = if self.0.get(short.as_ref()).copied().unwrap_or(0) > 1 { name } else { &short };
         // Each name escaped alone: a line end in one would split the table's row.
-        for_terminal(name).into_owned()
+        for_terminal(&self.0.show(name)).into_owned()
     }
 }
 
