@@ -14,6 +14,7 @@ use heaplens_interpret::paths::{resolve_named, resolve_samples, FrameTable, Nami
 use heaplens_interpret::symbolize::{for_trace, Symbolizer};
 use heaplens_interpret::Trace;
 
+use crate::prune::{cut, prune, Pruned, MAX_FRAMES};
 use crate::totals::StackTotals;
 use crate::Metric;
 
@@ -120,14 +121,18 @@ pub fn flamegraph(
     trace: &Path,
     icicle: bool,
 ) -> io::Result<()> {
+    // inferno gets only the frames it draws, at most `MAX_FRAMES`.
+    let pruned = prune(&lines.iter().map(|(s, n)| (s.as_str(), *n)).collect::<Vec<_>>(), MAX_FRAMES);
+    let lines = cut(lines, &pruned.keep, pruned.raised(), |a, b| *a = a.saturating_add(b));
     // Frames were escaped for a line; an SVG shown to a person also escapes what reorders it.
     let text: Vec<String> = lines.iter().map(|(s, n)| format!("{} {n}", for_xml(s))).collect();
     let mut opts = inferno::flamegraph::Options::default();
+    opts.min_width = pruned.min_width_pct;
     opts.title = match metric {
         Metric::CpuSamples => title(metric).to_string(),
         _ => format!("{} by allocation stack", title(metric)),
     };
-    opts.subtitle = Some(for_xml(&trace.display().to_string()).into_owned());
+    opts.subtitle = Some(subtitle(&trace.display().to_string(), &pruned));
     opts.count_name = metric.unit().into();
     opts.name_type = "Function:".into();
     if icicle {
@@ -137,6 +142,19 @@ pub fn flamegraph(
         return empty_svg(w, &opts.title, opts.subtitle.as_deref().unwrap_or(""), metric.unit());
     }
     inferno::flamegraph::from_lines(&mut opts, text.iter().map(String::as_str), w).map_err(io::Error::other)
+}
+
+/// The graph's subtitle, escaped for XML: `what` it shows, and where frames were left out that
+/// inferno would have drawn, how narrow they were.
+pub(crate) fn subtitle(what: &str, pruned: &Pruned) -> String {
+    let mut s = for_xml(what).into_owned();
+    if pruned.raised() {
+        s += &format!(
+            " (frames narrower than {:.3}% of the total left out: at most {MAX_FRAMES} are drawn)",
+            pruned.min_width_pct
+        );
+    }
+    s
 }
 
 /// The picture of nothing (inferno refuses to draw no stacks): the title, and a line saying

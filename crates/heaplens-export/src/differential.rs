@@ -11,6 +11,7 @@ use std::path::Path;
 use heaplens_interpret::names::for_xml;
 
 use crate::collapsed::title;
+use crate::prune::{cut, prune, MAX_FRAMES};
 use crate::Metric;
 
 /// Joins the folded lines of the base run and the new one: `(stack, base, new)` per stack
@@ -43,11 +44,22 @@ pub fn flamegraph(
     (base, new): (&Path, &Path),
     icicle: bool,
 ) -> io::Result<()> {
-    let text: Vec<String> = lines.iter().map(|(s, a, b)| format!("{} {a} {b}", for_xml(s))).collect();
+    // Widths come from the new run. A stack is cut only where frames are left out that inferno
+    // would have drawn: inferno colours the innermost frame of a line by the line's change, so
+    // a cut line colours its new innermost frame by the change of all it stands for.
+    let pruned = prune(&lines.iter().map(|(s, _, b)| (s.as_str(), *b)).collect::<Vec<_>>(), MAX_FRAMES);
+    let pairs: Vec<(String, (u64, u64))> = lines.iter().map(|(s, a, b)| (s.clone(), (*a, *b))).collect();
+    let pairs = if pruned.raised() {
+        cut(&pairs, &pruned.keep, true, |x, y| *x = (x.0.saturating_add(y.0), x.1.saturating_add(y.1)))
+    } else {
+        pairs
+    };
+    let text: Vec<String> = pairs.iter().map(|(s, (a, b))| format!("{} {a} {b}", for_xml(s))).collect();
     let mut opts = inferno::flamegraph::Options::default();
+    opts.min_width = pruned.min_width_pct;
     opts.title = format!("{}: change by allocation stack (red grew, blue shrank)", title(metric));
     let subtitle = format!("{} (base) to {}", base.display(), new.display());
-    opts.subtitle = Some(for_xml(&subtitle).into_owned());
+    opts.subtitle = Some(crate::collapsed::subtitle(&subtitle, &pruned));
     opts.count_name = metric.unit().into();
     opts.name_type = "Function:".into();
     if icicle {

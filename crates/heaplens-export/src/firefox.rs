@@ -38,6 +38,14 @@ const COUNTER_STEP_NS: u64 = 1_000_000;
 /// profiler itself loads it in a browser tab. Later events are left out, with a warning.
 pub const MAX_SAMPLES: u64 = 10_000_000;
 
+/// Frames handed to the profile's stack tables at most, over all stacks (the crate keeps an
+/// index of each table's entries, about 100 bytes an entry at its largest: 4,000 stacks 1,024
+/// frames deep took 415 MB). A stack met once it is reached is the one frame [`LEFT_OUT`].
+pub const MAX_STACK_FRAMES: usize = 1_000_000;
+
+/// The frame of a stack left out past [`MAX_STACK_FRAMES`].
+pub const LEFT_OUT: &str = "[stack left out: the profile holds 1,000,000 frames]";
+
 /// Builds the profile as the replay goes.
 pub struct Firefox<'t> {
     trace: &'t Trace,
@@ -65,6 +73,9 @@ pub struct Firefox<'t> {
     left_out: u64,
     /// Distinct stacks of the CPU samples, over the threads.
     cpu_stacks: usize,
+    /// Frames handed to the stack tables, and stacks left out past [`MAX_STACK_FRAMES`].
+    stack_frames: usize,
+    stacks_left_out: usize,
 }
 
 impl<'t> Firefox<'t> {
@@ -107,6 +118,8 @@ impl<'t> Firefox<'t> {
             samples: 0,
             left_out: 0,
             cpu_stacks: 0,
+            stack_frames: 0,
+            stacks_left_out: 0,
         }
     }
 
@@ -144,24 +157,36 @@ impl<'t> Firefox<'t> {
             };
             // The profile's stacks are per thread: interned again on each.
             let mut stacks: HashMap<usize, Option<StackHandle>> = HashMap::new();
+            let mut newest: Option<StackHandle> = None;
             for s in &th.samples {
                 let stack = match ids.binary_search(&s.stack) {
                     Ok(i) => *stacks.entry(i).or_insert_with(|| {
                         let path = paths.get(i);
                         let labels: Vec<&str> = if path.is_empty() {
                             vec!["[unknown]"]
+                        } else if self.stack_frames >= MAX_STACK_FRAMES {
+                            self.stacks_left_out += 1;
+                            vec![LEFT_OUT]
                         } else {
                             path.iter().rev().map(|&site| frames.name(frames.function_of(site))).collect()
                         };
-                        let infos: Vec<FrameInfo> = labels
-                            .into_iter()
-                            .map(|l| FrameInfo {
+                        // Frame by frame, to count the entries that are new (handles grow).
+                        let mut stack = None;
+                        for l in labels {
+                            let info = FrameInfo {
                                 frame: fxprof_processed_profile::Frame::Label(self.profile.intern_string(l)),
                                 category_pair: category,
                                 flags: FrameFlags::empty(),
-                            })
-                            .collect();
-                        self.profile.intern_stack_frames(thread, infos.into_iter())
+                            };
+                            let frame = self.profile.intern_frame(thread, info);
+                            let s = self.profile.intern_stack(thread, stack, frame);
+                            if newest.is_none_or(|n| s > n) {
+                                newest = Some(s);
+                                self.stack_frames += 1;
+                            }
+                            stack = Some(s);
+                        }
+                        stack
                     }),
                     Err(_) => None,
                 };
@@ -184,6 +209,19 @@ impl<'t> Firefox<'t> {
             return s;
         }
         let addrs: Vec<(u32, u64)> = self.trace.stacks.walk(id).collect();
+        if self.stack_frames >= MAX_STACK_FRAMES {
+            self.stacks_left_out += 1;
+            let s = self.profile.intern_string(LEFT_OUT);
+            let info = FrameInfo {
+                frame: fxprof_processed_profile::Frame::Label(s),
+                category_pair: self.category,
+                flags: FrameFlags::empty(),
+            };
+            let frame = self.profile.intern_frame(self.thread, info);
+            let stack = Some(self.profile.intern_stack(self.thread, None, frame));
+            self.stacks.insert(id, stack);
+            return stack;
+        }
         let mut parent = None;
         // From the outermost node in, reusing the stacks of prefixes already built.
         for &(node, addr) in addrs.iter().rev() {
@@ -208,6 +246,7 @@ impl<'t> Firefox<'t> {
                     },
                 );
                 parent = Some(self.profile.intern_stack(self.thread, parent, frame));
+                self.stack_frames += 1;
             }
             self.stacks.insert(node, parent);
         }
@@ -266,6 +305,13 @@ impl<'t> Firefox<'t> {
                 "the Firefox profile holds the first {MAX_SAMPLES} events; {} later ones were left out \
                  (--format pprof or parquet hold them all)",
                 self.left_out
+            ));
+        }
+        if self.stacks_left_out > 0 {
+            w.push(format!(
+                "{} stacks are the one frame \"{LEFT_OUT}\": they came after the profile's stacks \
+                 held {MAX_STACK_FRAMES} frames (--format pprof or parquet hold them all)",
+                self.stacks_left_out
             ));
         }
         w

@@ -34,6 +34,7 @@ mod heaptrack;
 mod parquet;
 mod pprof;
 mod pprof_text;
+mod prune;
 pub mod totals;
 
 use std::io::{BufWriter, Write};
