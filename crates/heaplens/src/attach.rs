@@ -220,12 +220,16 @@ for attempt in range(40):
 /// `heaplens_attach`.
 fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32, cpu_hz: u32) -> Result<()> {
     let gdb = find_gdb()?;
+    // The monitor ends the recording itself if this process goes (killed, it could not detach
+    // at `--duration` or Ctrl-C); a pid means something there only in the same pid namespace.
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+    let watcher = if ns("self").is_some() && ns("self") == ns(&pid.to_string()) { std::process::id() } else { 0 };
     let script = tempfile::Builder::new().prefix("heaplens-attach-").suffix(".gdb").tempfile()?;
     let commands = format!(
         "set confirm off\nset pagination off\nset debuginfod enabled off\n\
          if $heaplens_safe == 1\n\
          print (void *) dlopen({lib}, 2)\n\
-         if $1 != 0\n  print ((int (*)(char *, unsigned, unsigned)) dlsym($1, \"heaplens_attach\"))({out}, {max_frames}, {cpu_hz})\n\
+         if $1 != 0\n  print ((int (*)(char *, unsigned, unsigned, unsigned)) dlsym($1, \"heaplens_attach\"))({out}, {max_frames}, {cpu_hz}, {watcher})\n\
          else\n  print (char *) dlerror()\nend\n\
          else\n  echo heaplens: no safe point\\n\nend\ndetach\nquit\n",
         lib = gdb_string(library)?,

@@ -319,6 +319,39 @@ fn signal(pid: u32, sig: &str) {
 }
 
 #[test]
+fn a_killed_attach_ends_the_recording_it_started() {
+    let dir = WorkDir::new("attach-killed");
+    need_ptrace!(dir);
+    let exe = loop_program(&dir);
+    let (bare, program) = bare_then_started(&dir, &exe, &["loop", "2500000"]);
+    let pid = program.pid();
+    let trace = dir.join("killed.hltrace");
+    // Killed (SIGKILL: no handler runs) long before its --duration: the monitor sees its
+    // attacher gone and detaches by itself, the trace sealed, the program untouched.
+    let mut attached = attach_in_background(&dir, pid, &["-o", trace.to_str().unwrap(), "--duration", "600"]);
+    wait_attached(pid, &mut attached);
+    std::thread::sleep(Duration::from_millis(300));
+    attached.kill().unwrap();
+    attached.wait().unwrap();
+    let start = Instant::now();
+    while trace_open(pid).is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "process {pid} went on recording after its attach was killed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (fds, _) = fds_and_threads(pid);
+    assert!(!fds.iter().any(|f| f.contains("hltrace")), "{fds:?}");
+    let v = report(&dir, &trace);
+    assert_eq!(at(&v, "trace/detached"), &serde_json::Value::Bool(true), "{v:#}");
+    assert_eq!(at(&v, "trace/complete"), &serde_json::Value::Bool(true), "{v:#}");
+    assert!(u(&v, "summary/allocations") > 0);
+    let out = program.finish();
+    assert_eq!((out.status.code(), &out.stdout), (bare.status.code(), &bare.stdout), "as a bare run");
+}
+
+#[test]
 fn a_stopped_process_detaches_when_it_continues_and_its_live_blocks_are_no_leaks() {
     let dir = WorkDir::new("attach-stopped");
     need_ptrace!(dir);

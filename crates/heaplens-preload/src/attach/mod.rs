@@ -11,7 +11,9 @@
 //! leaves a sealed trace. With `--cpu`, every thread's CPU time is sampled
 //! ([`crate::cpu::attached`]).
 //!
-//! Detaching ([`tick`], on the writer thread, when `TRACE.detach` appears): the CPU timers
+//! Detaching ([`tick`], on the writer thread, when `TRACE.detach` appears, or when the
+//! `heaplens attach` that started the recording is gone: killed, it can no longer end it at
+//! its `--duration` or Ctrl-C, and a production process must not record on forever): the CPU timers
 //! stop, the entries are put back, recording stops, the End block is written, the trace closed and the writer thread
 //! ends. The library stays loaded (a thread may still be inside a hook); a later
 //! `heaplens_attach` (after a second `dlopen`, which only returns the same handle) starts a
@@ -22,7 +24,7 @@
 
 use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::{cpu, got, modules, output, queue, real, thread, tls};
@@ -38,6 +40,8 @@ pub use heaplens_trace::{ATTACH_BUSY, ATTACH_FAILED, ATTACH_NO_TRACE, ATTACH_OK}
 static ATTACHED: AtomicBool = AtomicBool::new(false);
 /// When the writer last looked for a detach request (`CLOCK_MONOTONIC` ns).
 static LAST_LOOK: AtomicU64 = AtomicU64::new(0);
+/// The process of the `heaplens attach` that started the current recording (0: none to watch).
+static WATCHER: AtomicU32 = AtomicU32::new(0);
 /// The detach request file of the current trace.
 static REQUEST: Mutex<Option<PathBuf>> = Mutex::new(None);
 
@@ -78,7 +82,8 @@ pub fn preloaded() -> bool {
 /// the pid), stacks cut at `max_frames` frames (the first attach's value holds for later
 /// ones), and with `cpu_hz` > 0 CPU-time samples of every thread at that rate (samples per
 /// CPU second, at most 100 000). Called by gdb inside the process after it loaded this library
-/// with `dlopen`.
+/// with `dlopen`. With `watcher` not 0, recording ends (as by a detach request) once process
+/// `watcher` (the `heaplens attach` asking, in this process's pid namespace) is gone.
 ///
 /// Returns [`ATTACH_OK`], [`ATTACH_BUSY`] (already recording: attached, or started by
 /// `heaplens run`), [`ATTACH_NO_TRACE`] (the trace cannot be created; nothing was hooked) or
@@ -87,16 +92,16 @@ pub fn preloaded() -> bool {
 /// # Safety
 /// `output` must be a NUL-terminated string.
 #[no_mangle]
-pub unsafe extern "C" fn heaplens_attach(output: *const c_char, max_frames: u32, cpu_hz: u32) -> i32 {
+pub unsafe extern "C" fn heaplens_attach(output: *const c_char, max_frames: u32, cpu_hz: u32, watcher: u32) -> i32 {
     let Some(_g) = tls::Guard::enter() else { return ATTACH_BUSY };
     if output.is_null() {
         return ATTACH_FAILED;
     }
     let path = PathBuf::from(std::ffi::OsStr::from_encoded_bytes_unchecked(CStr::from_ptr(output).to_bytes()));
-    std::panic::catch_unwind(|| arm(&path, max_frames, cpu_hz)).unwrap_or(ATTACH_FAILED)
+    std::panic::catch_unwind(|| arm(&path, max_frames, cpu_hz, watcher)).unwrap_or(ATTACH_FAILED)
 }
 
-fn arm(output: &std::path::Path, max_frames: u32, cpu_hz: u32) -> i32 {
+fn arm(output: &std::path::Path, max_frames: u32, cpu_hz: u32, watcher: u32) -> i32 {
     if preloaded() || crate::STATE.load(Ordering::Acquire) != crate::OFF && !attached() {
         return ATTACH_BUSY; // started by `heaplens run`: it records already
     }
@@ -140,6 +145,7 @@ fn arm(output: &std::path::Path, max_frames: u32, cpu_hz: u32) -> i32 {
     if let Ok(mut r) = REQUEST.lock() {
         *r = Some(heaplens_trace::detach_request_path(&path));
     }
+    WATCHER.store(watcher, Ordering::Relaxed);
     modules::refresh(process.start_mono_ns);
     // Every module, also those a previous recording saw.
     queue::module_changes(&modules::snapshot());
@@ -188,12 +194,29 @@ pub fn tick(now: u64) -> bool {
     }
     LAST_LOOK.store(now, Ordering::Relaxed);
     let Some(request) = REQUEST.lock().ok().and_then(|r| r.clone()) else { return true };
-    if !request.exists() {
+    if !request.exists() && !watcher_gone() {
         return true;
     }
     detach();
     let _ = std::fs::remove_file(&request);
     false
+}
+
+/// Whether the `heaplens attach` that started the recording has ended (it is no longer there
+/// to detach at its `--duration` or Ctrl-C: killed, or its terminal closed).
+fn watcher_gone() -> bool {
+    let pid = WATCHER.load(Ordering::Relaxed);
+    if pid == 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks the process exists (EPERM: it does, as another user).
+    let gone = unsafe { libc::kill(pid as libc::pid_t, 0) } == -1
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    // A zombie is gone too (its parent has not reaped it yet).
+    gone || std::fs::read(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.iter().rposition(|&b| b == b')').and_then(|i| s.get(i + 2).copied()))
+        == Some(b'Z')
 }
 
 /// Stops the CPU timers, puts the program's entries back, stops recording, writes the last
