@@ -36,7 +36,9 @@ pub fn write(w: &mut dyn Write, lines: &[(String, u64, u64)]) -> io::Result<()> 
 }
 
 /// Draws the joined lines as a differential flame graph (widths from the new run; red where a
-/// frame grew, blue where it shrank); `icicle` draws it top down.
+/// frame grew, blue where it shrank); `icicle` draws it top down. Where the new run has
+/// nothing of the metric (all of it removed), the widths are the base's, all blue, as
+/// flamegraph.pl's `--negate` draws what went away.
 pub fn flamegraph(
     w: &mut dyn Write,
     lines: &[(String, u64, u64)],
@@ -47,18 +49,30 @@ pub fn flamegraph(
     // Widths come from the new run. A stack is cut only where frames are left out that inferno
     // would have drawn: inferno colours the innermost frame of a line by the line's change, so
     // a cut line colours its new innermost frame by the change of all it stands for.
-    let pruned = prune(&lines.iter().map(|(s, _, b)| (s.as_str(), *b)).collect::<Vec<_>>(), MAX_FRAMES);
+    let from_base = lines.iter().all(|(_, _, b)| *b == 0);
+    let width = |a: u64, b: u64| if from_base { a } else { b };
+    let pruned = prune(&lines.iter().map(|(s, a, b)| (s.as_str(), width(*a, *b))).collect::<Vec<_>>(), MAX_FRAMES);
     let pairs: Vec<(String, (u64, u64))> = lines.iter().map(|(s, a, b)| (s.clone(), (*a, *b))).collect();
     let pairs = if pruned.raised() {
         cut(&pairs, &pruned.keep, true, |x, y| *x = (x.0.saturating_add(y.0), x.1.saturating_add(y.1)))
     } else {
         pairs
     };
-    let text: Vec<String> = pairs.iter().map(|(s, (a, b))| format!("{} {a} {b}", for_xml(s))).collect();
+    // inferno takes widths from the second count: with the base's, the change is negated back.
+    let text: Vec<String> = pairs
+        .iter()
+        .map(
+            |(s, (a, b))| if from_base { format!("{} {b} {a}", for_xml(s)) } else { format!("{} {a} {b}", for_xml(s)) },
+        )
+        .collect();
     let mut opts = inferno::flamegraph::Options::default();
     opts.min_width = pruned.min_width_pct;
     opts.title = format!("{}: change by allocation stack (red grew, blue shrank)", title(metric));
-    let subtitle = format!("{} (base) to {}", base.display(), new.display());
+    let mut subtitle = format!("{} (base) to {}", base.display(), new.display());
+    if from_base {
+        subtitle += &format!(": the new run has no {}; widths are the base's", metric.unit());
+        opts.negate_differentials = true;
+    }
     opts.subtitle = Some(crate::collapsed::subtitle(&subtitle, &pruned));
     opts.count_name = metric.unit().into();
     opts.name_type = "Function:".into();

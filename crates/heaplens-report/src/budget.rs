@@ -51,6 +51,42 @@ fn shown<'a>(name: &str, all: impl Iterator<Item = &'a str>) -> String {
     Unambiguous::of(all).show(name).into_owned()
 }
 
+/// A budget's limit or a run's value: a whole number (bytes, allocations), exact up to 2^64 - 1,
+/// or a percentage (infinite for growth from nothing; JSON `null` then).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(untagged)]
+pub enum Amount {
+    /// Bytes or allocations.
+    Whole(u64),
+    /// Percent.
+    Percent(f64),
+}
+
+impl Amount {
+    fn whole(self) -> u64 {
+        match self {
+            Amount::Whole(n) => n,
+            Amount::Percent(p) => p as u64,
+        }
+    }
+
+    fn percent(self) -> f64 {
+        match self {
+            Amount::Whole(n) => n as f64,
+            Amount::Percent(p) => p,
+        }
+    }
+}
+
+impl std::fmt::Display for Amount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Amount::Whole(n) => write!(f, "{n}"),
+            Amount::Percent(p) => write!(f, "{p}"),
+        }
+    }
+}
+
 /// One budget checked.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
@@ -60,9 +96,9 @@ pub struct Verdict {
     /// What is checked (`peak bytes in use`, `growth of bytes allocated`, ...).
     pub what: String,
     /// The limit, in `unit`.
-    pub limit: f64,
+    pub limit: Amount,
     /// The run's value, in `unit`.
-    pub value: f64,
+    pub value: Amount,
     /// `bytes`, `allocations` or `percent`.
     pub unit: &'static str,
     /// The value is within the limit.
@@ -86,7 +122,7 @@ fn apart(a: f64, b: f64, places: usize, show: impl Fn(f64, usize) -> String) -> 
 impl Verdict {
     fn show_limit(&self) -> String {
         match self.unit {
-            "bytes" => human_bytes(self.limit as u64),
+            "bytes" => human_bytes(self.limit.whole()),
             "percent" => format!("{}%", self.limit),
             _ => format!("{}", self.limit),
         }
@@ -96,14 +132,18 @@ impl Verdict {
     /// build_index, 3.10 MiB)`.
     pub fn line(&self) -> String {
         let (value, limit) = match self.unit {
-            _ if self.value.is_infinite() => ("new (from 0)".to_string(), self.show_limit()),
-            // Bytes within 1% of each other could round alike, or into two units
-            // (1.00 GiB, 1024.00 MiB): shown whole then.
-            "bytes" if self.value != self.limit && (self.value - self.limit).abs() < 0.01 * self.limit.max(1.0) => {
-                (format!("{} B", self.value), format!("{} B", self.limit))
+            _ if self.value.percent().is_infinite() => ("new (from 0)".to_string(), self.show_limit()),
+            "bytes" => {
+                let (v, l) = (self.value.whole(), self.limit.whole());
+                // Bytes within 1% of each other could round alike, or into two units
+                // (1.00 GiB, 1024.00 MiB): shown whole then.
+                if v != l && v.abs_diff(l) < (l / 100).max(1) {
+                    (format!("{v} B"), format!("{l} B"))
+                } else {
+                    (human_bytes(v), human_bytes(l))
+                }
             }
-            "bytes" => (human_bytes(self.value as u64), human_bytes(self.limit as u64)),
-            "percent" => apart(self.value, self.limit, 1, |v, p| format!("{v:.p$}%")),
+            "percent" => apart(self.value.percent(), self.limit.percent(), 1, |v, p| format!("{v:.p$}%")),
             _ => (format!("{}", self.value), format!("{}", self.limit)),
         };
         let verdict = if self.holds { "within" } else { "over" };
@@ -149,7 +189,7 @@ fn top_leak(r: &Report) -> Option<Contributor> {
 pub fn check(r: &Report, growth: Option<&Diff>, b: &Budgets) -> Vec<Verdict> {
     let s = &r.summary;
     let mut out = Vec::new();
-    let mut add = |budget, what: &str, limit: f64, value: f64, unit, top: Option<Contributor>| {
+    let mut add = |budget, what: &str, limit: Amount, value: Amount, unit, top: Option<Contributor>| {
         let holds = value <= limit;
         let top = if holds { None } else { top };
         let source = "command line".to_string();
@@ -159,31 +199,32 @@ pub fn check(r: &Report, growth: Option<&Diff>, b: &Budgets) -> Vec<Verdict> {
         add(
             "max-peak",
             "peak bytes in use",
-            max as f64,
-            s.peak_bytes as f64,
+            Amount::Whole(max),
+            Amount::Whole(s.peak_bytes),
             "bytes",
             top(r, |m| m.peak_bytes, "bytes"),
         );
     }
     if let Some(max) = b.max_leaked {
-        add("max-leaked", "leaked bytes", max as f64, s.leaked_bytes as f64, "bytes", top_leak(r));
+        add("max-leaked", "leaked bytes", Amount::Whole(max), Amount::Whole(s.leaked_bytes), "bytes", top_leak(r));
     }
     if let Some(max) = b.max_allocations {
         add(
             "max-allocations",
             "allocations",
-            max as f64,
-            s.allocations as f64,
+            Amount::Whole(max),
+            Amount::Whole(s.allocations),
             "allocations",
             top(r, |m| m.calls, "allocations"),
         );
     }
     if let Some(max) = b.max_temporary_percent {
         let pct = if s.allocations == 0 { 0.0 } else { s.temporary_allocations as f64 * 100.0 / s.allocations as f64 };
-        add("max-temporary", "temporary allocations", max, pct, "percent", top(r, |m| m.temporary, "allocations"));
+        let top = top(r, |m| m.temporary, "allocations");
+        add("max-temporary", "temporary allocations", Amount::Percent(max), Amount::Percent(pct), "percent", top);
     }
     if b.no_leaks {
-        add("no-leaks", "leaked blocks", 0.0, s.leaked_objects as f64, "allocations", top_leak(r));
+        add("no-leaks", "leaked blocks", Amount::Whole(0), Amount::Whole(s.leaked_objects), "allocations", top_leak(r));
     }
     if let (Some(max), Some(d)) = (b.max_growth_percent, growth) {
         for line in d.summary.iter().filter(|l| l.name != "temporary_allocations" && l.name != "runtime_ns") {
@@ -201,14 +242,13 @@ pub fn check(r: &Report, growth: Option<&Diff>, b: &Budgets) -> Vec<Verdict> {
             };
             let grew = d.functions.grew.iter().max_by_key(|c| field(&c.change)).filter(|c| field(&c.change) > 0);
             let unit = if line.name == "allocations" { "allocations" } else { "bytes" };
-            let all =
-                || d.functions.grew.iter().chain(&d.functions.shrank).flat_map(|c| c.key.iter().map(String::as_str));
+            let all = || d.names.iter().map(String::as_str);
             let top = grew.map(|c| {
                 let function = c.key.join(" > ");
                 Contributor { shown: shown(&function, all()), function, amount: field(&c.change) as u64, unit }
             });
             let what = format!("growth of {} over the base", line.name.replace('_', " "));
-            add("max-growth", &what, max, pct, "percent", top);
+            add("max-growth", &what, Amount::Percent(max), Amount::Percent(pct), "percent", top);
         }
     }
     out

@@ -19,24 +19,24 @@ use crate::{parse_bytes, parse_percent, Format};
 pub struct BudgetArgs {
     /// Fail when the peak bytes in use exceed SIZE (with units: 64MiB, 512KiB, 1.5GiB; KB, MB
     /// and GB are powers of 1000).
-    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, allow_hyphen_values = true)]
     pub max_peak: Option<u64>,
     /// Fail when the bytes leaked (live at exit, suppressions apart) exceed SIZE.
-    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes, allow_hyphen_values = true)]
     pub max_leaked: Option<u64>,
     /// Fail when the program makes more than N allocations.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count, allow_hyphen_values = true)]
     pub max_allocations: Option<u64>,
     /// Fail when more than PERCENT of the allocations are temporary (freed by their thread's
     /// very next call: heaptrack's temporaries), as `20%` or `20`.
-    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent, allow_hyphen_values = true)]
     pub max_temporary: Option<f64>,
     /// Fail when any block is leaked (live at exit, suppressions apart).
     #[arg(long)]
     pub no_leaks: bool,
     /// With --base: fail when allocations, bytes allocated, peak bytes or leaked bytes grew by
     /// more than PERCENT over the base run's (`10%`).
-    #[arg(long, value_name = "PERCENT", value_parser = parse_percent)]
+    #[arg(long, value_name = "PERCENT", value_parser = parse_percent, allow_hyphen_values = true)]
     pub max_growth: Option<f64>,
     /// The trace of the baseline run, for --max-growth.
     #[arg(long, value_name = "BASE")]
@@ -46,6 +46,15 @@ pub struct BudgetArgs {
     /// `no_leaks = true`, `max_growth = "10%"`); options given on the command line win.
     #[arg(long, value_name = "FILE")]
     pub budgets: Option<PathBuf>,
+}
+
+/// A count: a whole number of 0 or more.
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) => Ok(n),
+        Err(_) if s.trim().starts_with('-') => Err(format!("`{s}` is negative: a count is 0 or more")),
+        Err(_) => Err(format!("`{s}` is not a whole number")),
+    }
 }
 
 /// Arguments of `heaplens check`.
@@ -209,7 +218,16 @@ impl BudgetArgs {
         let file_dir = self.budgets.as_deref().and_then(Path::parent).unwrap_or(Path::new(""));
         let base = self.base.clone().or(file_base.map(|b| file_dir.join(b)));
         if b == Budgets::default() {
-            anyhow::bail!("no budget to check: give --max-peak, --max-leaked, --max-allocations, --max-temporary, --no-leaks, --max-growth or --budgets FILE");
+            match &self.budgets {
+                Some(path) => anyhow::bail!(
+                    "{} sets no budget and none was given: set max_peak, max_leaked, max_allocations, max_temporary, no_leaks or max_growth",
+                    path.display()
+                ),
+                None => anyhow::bail!("no budget to check: give --max-peak, --max-leaked, --max-allocations, --max-temporary, --no-leaks, --max-growth or --budgets FILE"),
+            }
+        }
+        if base.is_some() && b.max_growth_percent.is_none() {
+            anyhow::bail!("a base run is compared only by --max-growth (or max_growth in the budgets file): give it, or drop the base");
         }
         if b.max_growth_percent.is_some() && base.is_none() {
             anyhow::bail!(

@@ -51,7 +51,8 @@ enum Command {
     Diff(diff::DiffArgs),
     /// Check a run against memory budgets, for CI: exit 0 when every budget holds, 1 when one
     /// is broken (a line each, naming the function contributing most), 2 when the trace
-    /// cannot be read. Budgets come as options or from a TOML file kept in the repository.
+    /// cannot be read or checked, or a budget is malformed. Budgets come as options or from a
+    /// TOML file kept in the repository.
     Check(check::CheckArgs),
     /// Write the trace in another tool's format: folded stacks, flame graphs, pprof.
     Export(ExportArgs),

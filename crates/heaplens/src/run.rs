@@ -174,6 +174,12 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
         }
     };
     let dest = destination(&template, resolve_program(program).as_deref())?;
+    if a.check && std::fs::metadata(&template).is_ok_and(|m| !m.is_file()) {
+        anyhow::bail!(
+            "--check reads the trace once the run ends: {} is no file it could read back; give -o a file name",
+            template.display()
+        );
+    }
 
     let mut preload_var = OsString::from(preload.as_os_str());
     if let Some(prev) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {

@@ -24,6 +24,9 @@ fn number_and_unit(s: &str) -> Option<(f64, &str)> {
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let malformed = || format!("`{s}` is not a size (try 524288, 512KiB or 1.5GiB)");
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("`{s}` is negative: a size is 0 or more"));
+    }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let mult: u128 = match unit.trim().to_ascii_lowercase().as_str() {

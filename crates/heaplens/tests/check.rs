@@ -246,6 +246,43 @@ fn run_check_runs_and_checks_in_one_step() {
     let out = heaplens(&dir, &["run", "--max-peak", "1MiB", "--", "true"]);
     assert_eq!(out.status.code(), Some(2), "{}", out.show());
     assert!(out.stderr.contains("--check"), "{}", out.stderr);
+    // So is a trace that could not be read back.
+    let out = heaplens(
+        &dir,
+        &["run", "-q", "--check", "--max-peak", "1GiB", "-o", "/dev/null", "--", exe.to_str().unwrap(), "5"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", out.show());
+    assert!(out.stdout.is_empty() && out.stderr.contains("no file it could read back"), "not run: {}", out.show());
+}
+
+#[test]
+fn budgets_are_exact_whole_numbers_and_mistakes_are_one_line() {
+    let dir = WorkDir::new("check-numbers");
+    let (_, trace) = traced_widgets(&dir, &["100"]);
+    // Limits past 2^53 stay exact, in the text and the JSON.
+    let max = u64::MAX.to_string();
+    let out = check(&dir, &trace, &["--max-allocations", &max]);
+    assert!(out.status.success() && out.stdout.contains(&format!("within the budget of {max}")), "{}", out.show());
+    let v = verdicts(&dir, &trace, &["--max-allocations", &max, "--max-peak", "1GiB"], 0);
+    assert_eq!(at(&v, "budgets/1/limit").as_u64(), Some(u64::MAX), "{v}");
+    assert_eq!(at(&v, "budgets/0/limit").as_u64(), Some(1 << 30), "{v}");
+    assert!(at(&v, "budgets/0/value").is_u64(), "{v}");
+    // A negative number is said to be one.
+    for (option, value) in [("--max-peak", "-1"), ("--max-peak", "-1MiB"), ("--max-allocations", "-5")] {
+        let out = check(&dir, &trace, &[option, value]);
+        assert_eq!(out.status.code(), Some(2), "{}", out.show());
+        assert!(out.stderr.contains("is negative"), "{option} {value}: {}", out.stderr);
+    }
+    // A base with nothing to compare it, and a budgets file with no budget, are said to be so.
+    let t = trace.to_str().unwrap();
+    let out = check(&dir, &trace, &["--base", t, "--max-peak", "1GiB"]);
+    assert_one_line_error(&out, "--base without --max-growth");
+    assert!(out.stderr.contains("--max-growth"), "{}", out.stderr);
+    let empty = dir.join("empty.toml");
+    std::fs::write(&empty, "# only a comment\n").unwrap();
+    let out = check(&dir, &trace, &["--budgets", empty.to_str().unwrap()]);
+    assert_one_line_error(&out, "a budgets file without budgets");
+    assert!(out.stderr.contains("empty.toml sets no budget"), "{}", out.stderr);
 }
 
 #[test]

@@ -235,6 +235,18 @@ fn template_instantiations_are_told_apart_and_runtime_buffers_are_no_leaks() {
     }
     let text = heaplens(&dir, &["diff".as_ref(), a.as_os_str(), b.as_os_str()]).ok("diff").stdout;
     assert!(text.contains("fill<int>(int)") && text.contains("fill<long>(int)"), "{text}");
+    // Only fill<int> changes: fill<long>, unchanged but in the runs, still keeps it whole, in
+    // the diff and in check's verdict.
+    let three = compile(&dir, "g++", s, "tpl3", &["-O0", "-g", "-DA=200", "-DB=200"]);
+    let c = dir.join("c.hltrace");
+    run_traced(&dir, &c, &three, &[] as &[&str]).ok("tpl3");
+    let text = heaplens(&dir, &["diff".as_ref(), a.as_os_str(), c.as_os_str()]).ok("diff").stdout;
+    assert!(text.contains("fill<int>(int)") && !text.contains("fill‹…>"), "{text}");
+    let args =
+        ["check".as_ref(), c.as_os_str(), "--base".as_ref(), a.as_os_str(), "--max-growth".as_ref(), "1%".as_ref()];
+    let out = heaplens(&dir, &args);
+    assert_eq!(out.status.code(), Some(1), "{}", out.show());
+    assert!(out.stdout.contains("most from void fill<int>(int)") && !out.stdout.contains("fill‹…>"), "{}", out.stdout);
     // The differential flame graph's input keeps them apart too.
     let folded = dir.join("change.folded");
     export_change(&dir, (&a, &b), "collapsed", &folded);
@@ -264,6 +276,14 @@ fn an_empty_run_compares_its_peak_and_a_damaged_one_says_so() {
     let grew = row(&d, "functions/grew", &["make_widget"]).unwrap_or_else(|| panic!("make_widget grew: {d}"));
     assert!(i(grew, "change/peak_bytes") > 0, "{grew}");
     assert!(arr(&d, "damage").is_empty(), "{d}");
+    // Everything removed: the differential flame graph draws the base's widths, all shrunk.
+    let svg = dir.join("removed.svg");
+    export_change(&dir, (&trace, &empty), "flamegraph", &svg);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("the new run has no bytes; widths are the base&apos;s"), "{svg}");
+    let widget = svg.split("<g>").find(|g| g.contains("<title>make_widget")).expect("make_widget drawn");
+    assert!(widget.contains("; -"), "a shrink in its tooltip: {widget}");
+    assert!(widget.contains(",255)\""), "blue: {widget}");
     // A damaged trace is compared for what could be read, and the diff says so.
     let bytes = std::fs::read(&trace).unwrap();
     let half = dir.join("half.hltrace");

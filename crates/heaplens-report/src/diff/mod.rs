@@ -110,6 +110,10 @@ pub struct Diff {
     /// Whether bytes at the peak were compared per function and path (both traces recorded
     /// every event; not for sampled or aggregated traces).
     pub peak_compared: bool,
+    /// Every function name of either run (changed or not), sorted: a name is elided in a line
+    /// only where no other of them would then read the same.
+    #[serde(skip)]
+    pub names: Vec<String>,
 }
 
 impl Diff {
@@ -170,7 +174,15 @@ pub fn diff(base: &Report, new: &Report) -> Diff {
         paths: compare(&pa.paths, &pb.paths),
         path_depth: pa.depth.max(pb.depth),
         peak_compared,
+        names: names(&[pa, pb]),
     }
+}
+
+/// The function names of the profiles' functions and paths, sorted, each once.
+fn names(profiles: &[&Profile]) -> Vec<String> {
+    let rows = profiles.iter().flat_map(|p| p.functions.iter().chain(&p.paths));
+    let all: std::collections::BTreeSet<&str> = rows.flat_map(|r| r.key.iter().map(String::as_str)).collect();
+    all.into_iter().map(str::to_string).collect()
 }
 
 /// Rows of either side matched by key; those that changed, split by direction and ranked.

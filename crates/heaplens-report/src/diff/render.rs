@@ -53,13 +53,14 @@ fn summary_line(out: &mut String, s: &SummaryChange) {
     let _ = writeln!(out, "  {label:<22} {:>14} {:>14}  {change}", show(s.base), show(s.new));
 }
 
-/// How names are shown: elided where unambiguous among the diff's functions and paths.
+/// How names are shown: elided where unambiguous among both runs' functions.
 struct Names(Unambiguous);
 
 impl Names {
     fn of(d: &Diff) -> Self {
         let rows = [&d.functions, &d.paths].into_iter().flat_map(|c| c.grew.iter().chain(&c.shrank));
-        Names(Unambiguous::of(rows.flat_map(|r| r.key.iter().map(String::as_str))))
+        let changed = rows.flat_map(|r| r.key.iter().map(String::as_str));
+        Names(Unambiguous::of(changed.chain(d.names.iter().map(String::as_str))))
     }
 
     fn show(&self, name: &str) -> String {
