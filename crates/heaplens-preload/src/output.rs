@@ -510,6 +510,7 @@ pub fn checkpoint(why: Checkpoint) {
                 exec_unfollowed: why == Checkpoint::Exec && !crate::config().follow_children,
                 null_frees: thread::null_frees(),
                 detached: why == Checkpoint::Detach,
+                exec: why == Checkpoint::Exec,
             };
             let _ = s.writer.write_block(BlockKind::End, &end.encode());
             let _ = s.writer.flush();

@@ -120,7 +120,8 @@ fn cxx_tables(
 fn report(trace: &Trace, r: &Replay, sym: &mut dyn Symbolizer, opts: &Options, second: Second<'_>) -> Report {
     let ids: Vec<u32> = r.stacks.iter().map(|s| s.stack).collect();
     let (frames, paths) = resolve_attributed(&trace.stacks, &ids, sym, opts.progress, opts.naming, &opts.attribution);
-    let inp = Inputs { replay: r, frames: &frames, paths: &paths };
+    let replaced = trace.end.is_some_and(|e| e.exec);
+    let inp = Inputs { replay: r, frames: &frames, paths: &paths, replaced };
     let mut info = summary::trace_info(trace, r, paths.incomplete);
     info.symbol_warnings = sym.warnings();
     let suppressions = leaks::suppressions(inp, opts.attribution.suppressions.list());

@@ -110,6 +110,9 @@ pub struct TraceInfo {
     /// The process `exec`'d another program without `--follow-children`: the trace holds its
     /// allocations up to the exec only (a wrapper script's, say).
     pub exec_unfollowed: bool,
+    /// The process `exec`'d (followed or not) and its heap went with it: the blocks live then
+    /// are not leaks (the report counts them as suppressed, by the suppression `exec`).
+    pub exec: bool,
     /// The trace was sampled: on average one allocation recorded per this many bytes
     /// allocated (a Poisson process over bytes); 0 when every allocation was recorded. When it
     /// is set, every count and byte total of the report is an unbiased estimate scaled up

@@ -284,6 +284,9 @@ pub fn process_lines(t: &crate::model::TraceInfo, p: &crate::model::ProcessInfo,
         (Some(code), None) => format!("exited with status {code}"),
         (None, None) if t.detached => "still running when recording stopped (detached)".into(),
         (None, None) if t.exec_unfollowed && p.attached => "went on as another program (exec) while attached".into(),
+        (None, None) if t.exec => {
+            "exec'd another program (its heap went with it: blocks live then are no leaks)".into()
+        }
         // `heaplens run` appends the Exit record for its own child only; a child of that
         // process that shut down cleanly still left the monitor's End record.
         (None, None) if t.complete && p.attached => "exited while attached (status not recorded)".into(),

@@ -394,7 +394,7 @@ impl ExitRecord {
 }
 
 /// Counters the monitor writes in its End block. Payload: `events stacks dropped end_mono_ns
-/// samples_dropped sampler_ns writer_cpu_ns exec_unfollowed null_frees detached` (those after
+/// samples_dropped sampler_ns writer_cpu_ns exec_unfollowed null_frees detached exec` (those after
 /// `end_mono_ns` absent from older traces, read as 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndRecord {
@@ -427,6 +427,10 @@ pub struct EndRecord {
     /// Written by `heaplens detach` (or at the end of `heaplens attach`): recording stopped
     /// while the process went on, so blocks live then are not leaks.
     pub detached: bool,
+    /// Written just before an `exec`, followed or not: when this End block is the trace's
+    /// last, the exec succeeded and replaced the heap, so blocks live then are not leaks (with
+    /// `--follow-children` the new program has a trace of its own).
+    pub exec: bool,
 }
 
 impl EndRecord {
@@ -444,6 +448,7 @@ impl EndRecord {
             u64::from(self.exec_unfollowed),
             self.null_frees,
             u64::from(self.detached),
+            u64::from(self.exec),
         ] {
             put(&mut o, v);
         }
@@ -468,6 +473,7 @@ impl EndRecord {
             exec_unfollowed: c.var().unwrap_or(0) == 1,
             null_frees: c.var().unwrap_or(0),
             detached: c.var().unwrap_or(0) == 1,
+            exec: c.var().unwrap_or(0) == 1,
         })
     }
 }
@@ -489,6 +495,7 @@ mod tests {
             exec_unfollowed: true,
             null_frees: 37,
             detached: true,
+            exec: true,
         };
         assert_eq!(EndRecord::decode(&e.encode()).unwrap(), e);
         // A trace from before the CPU sampler: four fields, the rest read as 0.

@@ -237,9 +237,14 @@ pub struct ReportArgs {
     /// as one tree.
     #[arg(required = true, value_name = "TRACE")]
     pub traces: Vec<PathBuf>,
-    /// Of a process tree, report only the process with this pid, as its own trace would.
+    /// Of a process tree, report only the process with this pid, as its own trace would (of a
+    /// pid that exec'd, its last program).
     #[arg(long, value_name = "PID")]
     pub process: Option<u32>,
+    /// Report the trace given alone, not the process tree it is the first of: a
+    /// `--follow-children` run's first process by itself (before its exec, if it exec'd).
+    #[arg(long, conflicts_with = "process")]
+    pub alone: bool,
     /// Only the memory leak table.
     #[arg(long)]
     pub leaks: bool,

@@ -65,6 +65,7 @@ pub fn execute(a: &ReportArgs) -> anyhow::Result<()> {
 /// traces of its process tree beside it; with `--process`, the one of that pid.
 fn traces(a: &ReportArgs) -> anyhow::Result<Vec<PathBuf>> {
     let all = match a.traces.as_slice() {
+        [first] if a.alone => vec![first.clone()],
         [first] => heaplens_report::tree::family(first),
         given => {
             // One file named twice (or through a link) is one process, not two.
@@ -90,9 +91,11 @@ fn traces(a: &ReportArgs) -> anyhow::Result<Vec<PathBuf>> {
     }
     if pids.len() > 1 {
         // The images before the exec are reachable by their own files.
-        let earlier: Vec<String> = pids[..pids.len() - 1].iter().map(|t| t.display().to_string()).collect();
+        let me = crate::run::invoked_as();
+        let earlier: Vec<String> =
+            pids[..pids.len() - 1].iter().map(|t| format!("{me} report --alone {}", t.display())).collect();
         eprintln!(
-            "heaplens: note: process {pid} exec'd: this is its last program; before the exec: heaplens report {}",
+            "heaplens: note: process {pid} exec'd: this is its last program; before the exec: {}",
             earlier.join(" or ")
         );
     }

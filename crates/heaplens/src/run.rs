@@ -252,7 +252,10 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     }
     let mut written = None;
     if trace.is_file() {
-        let appended = append_exit(&trace, &exit).and_then(|()| match &symbols {
+        // A program that exec'd (followed) ended as the pid's next trace: the status is its.
+        let exited = naming::with_suffix(&trace, child_id);
+        let exited = if a.follow_children && exited.is_file() { exited } else { trace.clone() };
+        let appended = append_exit(&exited, &exit).and_then(|()| match &symbols {
             Some(t) => heaplens_interpret::symbolize::embedded::append(&trace, t).context("cannot append the symbols"),
             None => Ok(()),
         });

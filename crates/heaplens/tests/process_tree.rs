@@ -255,4 +255,45 @@ fn an_unfollowed_exec_is_reported() {
         .unwrap_or_else(|| panic!("no spawn_tree in {procs:?}"));
     assert_eq!(u(program, "allocations"), num(&t, "allocs"));
     assert_eq!(u(program, "pid"), num(&t, "pid"), "the exec'd program keeps the wrapper's pid");
+    assert_eq!(at(program, "exit_code").as_i64(), Some(0), "the status is the program's, which exited: {program}");
+    // The wrapper's heap went with the exec: no leak of the tree, and no status of its own.
+    let wrapper = procs.iter().find(|p| {
+        at(p, "program").as_str().unwrap_or("").starts_with("dash")
+            || at(p, "program").as_str().unwrap_or("").starts_with("sh")
+    });
+    let wrapper = wrapper.unwrap_or_else(|| panic!("no shell in {procs:?}"));
+    assert_eq!((at(wrapper, "exec").as_bool(), u(wrapper, "leaked_bytes")), (Some(true), 0), "{wrapper}");
+    assert!(at(wrapper, "exit_code").is_null(), "{wrapper}");
+    assert_eq!(u(&v, "summary/leaked_bytes"), num(&t, "kept_bytes"), "the program's own blocks alone leak");
+    let r = heaplens(&dir, &[OsStr("report"), followed.as_os_str()]).ok("report").stdout;
+    assert!(r.lines().any(|l| l.contains("exec'd") && (l.contains(" dash ") || l.contains(" sh "))), "{r}");
+    // The wrapper alone, as the note for its pid says: its blocks are the exec's.
+    let pid = num(&t, "pid").to_string();
+    let one = heaplens(&dir, &[OsStr("report"), followed.as_os_str(), OsStr("--process"), OsStr(&pid)]).ok("report");
+    assert!(one.stderr.contains("before the exec:") && one.stderr.contains("report --alone"), "{}", one.show());
+    let alone = json(&dir, &[OsStr("--alone"), followed.as_os_str()]);
+    assert_eq!(at(&alone, "trace/exec"), &Value::Bool(true), "{alone}");
+    assert_eq!(u(&alone, "summary/leaked_bytes"), 0, "{alone}");
+    assert!(u(&alone, "summary/suppressed_bytes") > 0, "{alone}");
+    assert_eq!(at(&alone, "suppressions/0/pattern"), "exec", "{alone}");
+    // A CI job checking the tree for leaks sees the program's alone.
+    let kept = num(&t, "kept_bytes").to_string();
+    let checked = heaplens(
+        &dir,
+        &[
+            OsStr("run"),
+            OsStr("-q"),
+            OsStr("--follow-children"),
+            OsStr("--check"),
+            OsStr("--max-leaked"),
+            OsStr(&kept),
+            OsStr("-o"),
+            dir.join("checked.hltrace").as_os_str(),
+            OsStr("--"),
+            OsStr("/bin/sh"),
+            OsStr("-c"),
+            OsStr(&script),
+        ],
+    );
+    assert_eq!(checked.status.code(), Some(0), "{}", checked.show());
 }

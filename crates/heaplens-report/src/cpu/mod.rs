@@ -53,7 +53,7 @@ pub fn cpu_report(t: &Trace, sym: &mut dyn Symbolizer, naming: Naming, progress:
             .collect(),
         ..Replay::default()
     };
-    let inp = Inputs { replay: &replay, frames: &frames, paths: &paths };
+    let inp = Inputs { replay: &replay, frames: &frames, paths: &paths, replaced: false };
     let mut info = summary::trace_info(t, &replay, paths.incomplete);
     info.symbol_warnings = sym.warnings();
     info.events = 0;

@@ -17,7 +17,7 @@ pub fn leaks(inp: Inputs<'_>, depth: usize, call_sites: bool, suppressed: bool) 
     let mut groups: HashMap<Vec<u32>, (f64, f64, bool)> = HashMap::default();
     let mut key = Vec::with_capacity(depth);
     for (i, s) in inp.replay.stacks.iter().enumerate() {
-        if s.kept == 0.0 || inp.paths.suppression(i).is_some() != suppressed {
+        if s.kept == 0.0 || inp.suppressed(i) != suppressed {
             continue;
         }
         let path = inp.paths.get(i);
@@ -54,9 +54,26 @@ pub fn leaks(inp: Inputs<'_>, depth: usize, call_sites: bool, suppressed: bool) 
     rows
 }
 
+/// The row of the blocks an exec replaced (all those live at the end).
+const EXEC: &str = "exec";
+
 /// The blocks and bytes live at exit each suppression covers, most bytes first; suppressions
-/// that covered nothing are left out.
+/// that covered nothing are left out. After an exec, one row ([`EXEC`]) holds them all.
 pub fn suppressions(inp: Inputs<'_>, list: &[Suppression]) -> Vec<SuppressionRow> {
+    if inp.replaced {
+        let live = inp.replay.stacks.iter().filter(|s| s.kept > 0.0);
+        let (blocks, bytes) = live.fold((0.0, 0.0), |(n, b), s| (n + s.kept, b + s.kept_bytes));
+        return (blocks > 0.0)
+            .then(|| SuppressionRow {
+                pattern: EXEC.into(),
+                origin: "runtime",
+                what: "the heap an exec replaced",
+                blocks: count(blocks),
+                bytes: count(bytes),
+            })
+            .into_iter()
+            .collect();
+    }
     let mut by = vec![(0.0f64, 0.0f64); list.len()];
     for (i, s) in inp.replay.stacks.iter().enumerate() {
         if let Some(k) = inp.paths.suppression(i).filter(|_| s.kept > 0.0) {

@@ -22,6 +22,16 @@ pub struct Inputs<'a> {
     pub frames: &'a FrameTable,
     /// Call paths, innermost first.
     pub paths: &'a Paths,
+    /// The process exec'd: every block live at the end went with its heap, none is a leak.
+    pub replaced: bool,
+}
+
+impl Inputs<'_> {
+    /// Whether the blocks of stack `i` live at the end are not leaks: a suppression covers its
+    /// path, or an exec replaced the heap.
+    pub fn suppressed(&self, i: usize) -> bool {
+        self.replaced || self.paths.suppression(i).is_some()
+    }
 }
 
 /// A weighted count as the report shows it: rounded to the nearest integer (counters are sums

@@ -44,7 +44,7 @@ pub fn profile(inp: Inputs<'_>, at_peak: Option<&IdMap<u32, u64>>, depth: usize)
             continue;
         }
         // Blocks a suppression covers are not leaks, as in the summary and the leak table.
-        let leaked = if inp.paths.suppression(i).is_some() { 0.0 } else { s.kept_bytes };
+        let leaked = if inp.suppressed(i) { 0.0 } else { s.kept_bytes };
         let add = |a: &mut Acc| {
             a.bytes += s.bytes;
             a.calls += s.allocs;

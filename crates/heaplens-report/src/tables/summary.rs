@@ -21,6 +21,7 @@ pub fn trace_info(t: &Trace, r: &Replay, incomplete_stacks: u64) -> TraceInfo {
         dropped_events: t.end.map(|e| e.dropped),
         events: r.events,
         exec_unfollowed: t.end.is_some_and(|e| e.exec_unfollowed),
+        exec: t.end.is_some_and(|e| e.exec),
         sample_rate: r.sample_rate,
         detached: t.end.is_some_and(|e| e.detached),
         aggregated: t.aggregate.is_some(),

@@ -78,6 +78,8 @@ pub struct ProcessRow {
     pub exit_signal: Option<i32>,
     /// The monitor shut down cleanly (its End record is there).
     pub complete: bool,
+    /// The process exec'd another program here (the pid's next trace goes on from there).
+    pub exec: bool,
     /// Successful allocations.
     pub allocations: u64,
     /// Bytes requested by them.
@@ -149,6 +151,7 @@ pub fn merge(reports: &[Report]) -> TreeReport {
             exit_code: r.process.exit_code,
             exit_signal: r.process.exit_signal,
             complete: r.trace.complete,
+            exec: r.trace.exec,
             allocations: r.summary.allocations,
             bytes_allocated: r.summary.bytes_allocated,
             peak_bytes: r.summary.peak_bytes,
@@ -400,6 +403,7 @@ pub fn render(t: &TreeReport, o: &TextOptions) -> String {
             let ended = match (p.exit_code, p.exit_signal) {
                 (_, Some(sig)) => format!("signal {sig}"),
                 (Some(c), None) => format!("status {c}"),
+                (None, None) if p.exec => "exec'd".into(),
                 (None, None) if p.complete => "exited".into(),
                 (None, None) => "unknown".into(),
             };

@@ -95,6 +95,7 @@ impl TraceBuilder {
             exec_unfollowed: false,
             null_frees: 0,
             detached: false,
+            exec: false,
         };
         self.w.write_block(BlockKind::End, &end.encode()).unwrap();
         let exit = ExitRecord { code: Some(0), signal: None, end_mono_ns: end_mono_ns + 5 };
