@@ -256,6 +256,8 @@ pub struct FrameTable {
     base_len: Vec<usize>,
     /// Per function, its code is in a standard library's source ([`is_library_source`]).
     library_source: Vec<bool>,
+    /// Per function, the source file of its first site, when known.
+    files: Vec<Option<String>>,
 }
 
 /// A source file of a standard library: libstdc++'s and libc++'s headers (`/usr/include/c++/12/
@@ -289,6 +291,11 @@ impl FrameTable {
         self.library_source[f as usize]
     }
 
+    /// The source file of a function (of the first of its sites met), when known.
+    pub fn file(&self, f: FunctionId) -> Option<&str> {
+        self.files[f as usize].as_deref()
+    }
+
     /// The name of a function without the source line that [`Naming::by_line`] adds to it.
     pub fn base_name(&self, f: FunctionId) -> &str {
         &self.functions[f as usize].name[..self.base_len[f as usize]]
@@ -319,6 +326,7 @@ impl FrameTable {
                 self.functions.push(FunctionInfo { name: key.0.clone(), module: key.1.clone() });
                 self.base_len.push(base_len);
                 self.library_source.push(f.file.as_deref().is_some_and(is_library_source));
+                self.files.push(f.file.clone());
                 self.fn_map.insert(key, id);
                 id
             }
@@ -596,12 +604,19 @@ fn classify(t: &FrameTable, s: SiteId, a: &Attribution, cache: &mut [Option<FnCl
         let (name, module) = (t.base_name(f), t.functions[f as usize].module.as_deref());
         let library = is_library_frame(name, module) || t.in_library_source(f) || matches(name, ALLOCATOR_FRAMES);
         FnClass {
-            passed: (a.own_code && library) || a.skip.iter().any(|r| r.is_match(name)),
+            passed: (a.own_code && library) || skipped(&a.skip, name),
             library,
             runtime: if library { a.suppressions.runtime_match(name) } else { None },
-            user: a.suppressions.user_match(name, module),
+            user: a.suppressions.user_match(name, module, t.file(f)),
         }
     })
+}
+
+/// Whether one of the `--skip` patterns matches `name`, or `name` without its C++ parameter
+/// list: `^xmalloc$` skips `xmalloc(unsigned long)` as it skips C's `xmalloc`.
+fn skipped(skip: &[regex::Regex], name: &str) -> bool {
+    let bare = cxx_parameters_at(name).map(|at| &name[..at]);
+    skip.iter().any(|r| r.is_match(name) || bare.is_some_and(|b| r.is_match(b)))
 }
 
 /// The suppression of a path: a runtime one naming a frame of its library part (the frames

@@ -6,7 +6,7 @@
 //! A runtime pattern names a function of the library part of a path (the frames inner to the
 //! program's own code, which [`crate::paths::Attribution`] passes over): `printf` allocating its
 //! buffer for `main` is the runtime's, `main` calling `malloc` itself is not. A user pattern
-//! matches any frame's function or module, as LeakSanitizer's do: `*` matches any run of
+//! matches any frame's function, module or source file, as LeakSanitizer's do: `*` matches any run of
 //! characters, a leading `^` or trailing `$` anchors the match, else it may match anywhere
 //! (see LLVM's `sanitizer_common/sanitizer_suppressions.cpp`, `TemplateMatch`).
 
@@ -42,6 +42,7 @@ const RUNTIME: &[(&str, &str)] = &[
     ("__cxa_get_globals*", "libstdc++ exception globals"),
     ("_dlerror_run", "dlerror buffer"),
     ("dlerror*", "dlerror buffer"),
+    ("__dlerror", "dlerror buffer"),
     ("setlocale", "locale data"),
     ("_nl_*", "locale data"),
     ("new_composite_name", "locale data"),
@@ -55,6 +56,7 @@ const RUNTIME: &[(&str, &str)] = &[
     ("__resolv_context_get*", "resolver configuration"),
     ("get_locked_global", "resolver configuration"),
     ("resolv_conf_array_add", "resolver configuration"),
+    ("__check_pf", "network interface cache"),
     ("__tzfile_read", "time zone data"),
     ("tzset_internal", "time zone data"),
     ("std::rt::lang_start_internal", "Rust runtime"),
@@ -139,10 +141,12 @@ impl Suppressions {
         })
     }
 
-    /// The first user suppression matching function `name` or module `module`.
-    pub fn user_match(&self, name: &str, module: Option<&str>) -> Option<usize> {
+    /// The first user suppression matching function `name`, module `module` or source file
+    /// `file`.
+    pub fn user_match(&self, name: &str, module: Option<&str>, file: Option<&str>) -> Option<usize> {
         let base = self.runtime_count();
-        self.user.iter().position(|t| t.matches(name) || module.is_some_and(|m| t.matches(m))).map(|i| base + i)
+        let any = |t: &Template| t.matches(name) || [module, file].iter().flatten().any(|x| t.matches(x));
+        self.user.iter().position(any).map(|i| base + i)
     }
 }
 
@@ -214,19 +218,24 @@ mod tests {
     #[test]
     fn files_and_matches() {
         let mut s = Suppressions::default();
-        s.add_lsan("# ours\n\nleak:make_leak\nrace:ignored\nleak:libthird*.so\n").unwrap();
+        s.add_lsan("# ours\n\nleak:make_leak\nrace:ignored\nleak:libthird*.so\nleak:parser.c$\n").unwrap();
         let user: Vec<&str> =
             s.list().iter().filter(|x| x.origin == Origin::User).map(|x| x.pattern.as_str()).collect();
-        assert_eq!(user, ["make_leak", "libthird*.so"]);
+        assert_eq!(user, ["make_leak", "libthird*.so", "parser.c$"]);
         assert_eq!(s.runtime_match("_IO_file_doallocate").map(|i| s.list()[i].what), Some("stdio buffer"));
         assert_eq!(s.runtime_match("_nl_intern_locale_data").map(|i| s.list()[i].what), Some("locale data"));
         assert_eq!(s.runtime_match("main"), None);
-        assert_eq!(s.user_match("make_leak", None).map(|i| s.list()[i].pattern.as_str()), Some("make_leak"));
+        assert_eq!(s.user_match("make_leak", None, None).map(|i| s.list()[i].pattern.as_str()), Some("make_leak"));
         assert_eq!(
-            s.user_match("f", Some("libthird.so.2")).map(|i| s.list()[i].pattern.as_str()),
+            s.user_match("f", Some("libthird.so.2"), None).map(|i| s.list()[i].pattern.as_str()),
             Some("libthird*.so")
         );
-        assert_eq!(s.user_match("f", Some("libc.so.6")), None);
+        assert_eq!(s.user_match("f", Some("libc.so.6"), None), None);
+        // A source file, as LeakSanitizer matches it.
+        let by_file =
+            s.user_match("parse", Some("app"), Some("/src/app/parser.c")).map(|i| s.list()[i].pattern.as_str());
+        assert_eq!(by_file, Some("parser.c$"));
+        assert_eq!(s.user_match("parse", Some("app"), Some("/src/app/parser.cc")), None);
         assert!(s.add_lsan("nonsense").is_err());
         assert!(s.add_lsan("leak:").is_err());
     }

@@ -108,6 +108,15 @@ fn skip_passes_over_the_programs_own_wrapper() {
         assert!(direct_rows(v, "xmalloc").is_empty());
     };
     check(&report_with(&dir, &trace, &["--skip", "^xmalloc$"]));
+    // Built as C++, its functions print with their parameters: the same pattern skips
+    // `xmalloc(unsigned long)`.
+    let cxx = compile(&dir, "g++", "xmalloc.c", "xmalloc_cxx", &["-x", "c++", "-O2", "-g"]);
+    let cxx_trace = dir.join("x-cxx.hltrace");
+    run_traced(&dir, &cxx_trace, &cxx, &[] as &[&str]).ok("xmalloc (C++) under heaplens");
+    let v = report_with(&dir, &cxx_trace, &["--skip", "^xmalloc$"]);
+    assert!(direct_rows(&v, "xmalloc(unsigned long)").is_empty(), "{:#}", at(&v, "direct"));
+    assert_eq!(u(row(&v, "load_config(void**)"), "bytes"), 300, "{:#}", at(&v, "direct"));
+    assert_eq!(u(row(&v, "parse_lines(void**)"), "bytes"), 200, "{:#}", at(&v, "direct"));
     let file = dir.join("skip.txt");
     std::fs::write(&file, "# our wrappers\n\n^xmalloc$\n").unwrap();
     check(&report_with(&dir, &trace, &["--skip-file", file.to_str().unwrap()]));
@@ -164,6 +173,13 @@ fn runtime_buffers_are_not_leaks() {
     assert!(u(stdio, "bytes") >= 1024, "{stdio}");
     let paths: Vec<Vec<String>> = arr(&v, "leaks").iter().map(leak_path).collect();
     assert_eq!(paths, vec![vec!["main".to_string(), "make_leak".to_string()]]);
+    // The C library's lookups each keep a buffer, named for what it is.
+    // getaddrinfo may find no interface to answer on a machine without a network.
+    assert!(num(&t, "lookups") >= 4, "the lookups answered: {t:?}");
+    let what: Vec<&str> = rows.iter().filter_map(|r| r["what"].as_str()).collect();
+    for kept in ["dlerror buffer", "passwd lookup buffer", "group lookup buffer", "locale data", "time zone data"] {
+        assert!(what.contains(&kept), "{kept} not among {what:?}");
+    }
 
     // A suppressions file moves the program's leak out too, and says what matched.
     let file = dir.join("lsan.supp");
@@ -180,6 +196,12 @@ fn runtime_buffers_are_not_leaks() {
     // --leaks alone leaves the suppressed blocks out.
     let only = heaplens(&dir, &["report", trace.to_str().unwrap(), "--leaks"]).ok("--leaks").stdout;
     assert!(!only.contains("SUPPRESSED") && only.contains("make_leak"), "{only}");
+    // A source file's name, as LeakSanitizer matches it.
+    std::fs::write(&file, "leak:runtime_buffers.c\n").unwrap();
+    let s = report_with(&dir, &trace, &["--suppressions", file.to_str().unwrap()]);
+    assert_eq!((u(&s, "summary/leaked_objects"), u(&s, "summary/leaked_bytes")), (0, 0), "{:#}", at(&s, "summary"));
+    let user = arr(&s, "suppressions").iter().find(|r| r["origin"] == "user").expect("the user's suppression");
+    assert_eq!((u(user, "blocks"), u(user, "bytes")), (3, 192), "{user}");
 }
 
 #[test]
