@@ -672,6 +672,18 @@ fn trim<'a>(t: &FrameTable, path: &'a [SiteId], inner: Inner) -> (Option<SiteId>
     while end > 0 && (matches(name(path[end - 1]), RUNTIME_FRAMES) || monitor(path[end - 1])) {
         end -= 1;
     }
+    // Rust's start-up (and a spawned thread's) calls the program's `main` (or closure) through
+    // `__rust_begin_short_backtrace` and `FnOnce::call_once`: outside the program's code.
+    if let Some(i) = path[..end].iter().position(|&s| name(s).ends_with("__rust_begin_short_backtrace")) {
+        let call_once = |s: SiteId| name(s).contains("FnOnce") && name(s).ends_with("call_once");
+        let mut cut = i;
+        while cut > 1 && call_once(path[cut - 1]) {
+            cut -= 1;
+        }
+        if cut > 0 {
+            end = cut;
+        }
+    }
     let mut start = 0;
     while inner == Inner::Allocation && end - start > 1 {
         if !(monitor(path[start]) || matches(name(path[start]), ALLOCATOR_FRAMES)) {

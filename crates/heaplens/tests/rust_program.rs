@@ -31,6 +31,15 @@ fn rust_boxes_counted_and_attributed() {
         .map(|r| u(r, "bytes"))
         .sum();
     assert_eq!(holders, kept * 300, "leaked boxes not attributed to make_boxes: {:#?}", arr(&v, "leaks"));
+    // Paths start at the program's own main (or its thread's closure): Rust's start-up glue
+    // above it is dropped, as the C library's is above C's main.
+    for r in arr(&v, "leaks") {
+        let path = leak_path(r);
+        assert!(
+            !path.iter().any(|f| f.starts_with("std::rt::") || f.contains("__rust_begin_short_backtrace")),
+            "{path:?}"
+        );
+    }
 
     // Names are demangled (no `_ZN...E` or `_R...` symbols, no `::h0123456789abcdef` hashes),
     // with generic arguments elided.
