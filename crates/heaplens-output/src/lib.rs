@@ -233,7 +233,7 @@ fn descriptor_name(p: &Path) -> Option<(Option<u32>, std::os::fd::RawFd)> {
 /// # Errors
 /// A chain of links that loops (more than 40); a link the rule above refuses
 /// (PermissionDenied).
-fn link_target(path: &Path) -> io::Result<PathBuf> {
+pub fn link_target(path: &Path) -> io::Result<PathBuf> {
     let mut p = path.to_path_buf();
     for _ in 0..40 {
         match std::fs::read_link(&p) {

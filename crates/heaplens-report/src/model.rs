@@ -150,7 +150,7 @@ pub struct ProcessInfo {
     /// Thread names by thread id.
     pub thread_names: BTreeMap<u32, String>,
     /// Recorded by `heaplens attach`: recording started while the process ran, and frees of
-    /// blocks allocated before that are the `unmatched_frees`.
+    /// blocks allocated before that are the summary's `frees_before_attach`.
     pub attached: bool,
     /// When recording started, nanoseconds since the Unix epoch (the process's start for
     /// `heaplens run`, the attach for `heaplens attach`; `null` when the Process block was lost).
@@ -177,8 +177,12 @@ pub struct Summary {
     /// Releases of tracked blocks. `allocations - deallocations == leaked_objects +
     /// suppressed_objects`.
     pub deallocations: u64,
-    /// Releases of addresses that were not live (allocated before tracking, or untracked).
+    /// Releases of addresses that were not live (allocated before tracking, or untracked); 0
+    /// for an attached process, whose such releases are `frees_before_attach`.
     pub unmatched_frees: u64,
+    /// Of an attached process (`heaplens attach`): releases of blocks allocated before the
+    /// attach (addresses not seen allocated while recording), apart from the unmatched frees.
+    pub frees_before_attach: u64,
     /// Releases of NULL (no-ops).
     pub null_frees: u64,
     /// Allocations that returned an address still live (its release was never seen; counted

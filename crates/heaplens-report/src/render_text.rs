@@ -192,7 +192,7 @@ pub fn totals(r: &Report, out: &mut String) {
     row(out, "allocations", s.allocations, String::new());
     row(out, "deallocations", s.deallocations, String::new());
     if r.process.attached {
-        row(out, "unmatched frees", s.unmatched_frees, "(frees of blocks allocated before the attach)".into());
+        row(out, "before the attach", s.frees_before_attach, "(frees of blocks allocated before the attach)".into());
     } else {
         row(out, "unmatched frees", s.unmatched_frees, "(frees of blocks not allocated under the monitor)".into());
     }

@@ -103,6 +103,9 @@ pub(crate) fn destination(template: &Path, program: Option<&Path>) -> Result<Des
             template.display()
         );
     }
+    // A link is followed as a shell's `>` follows it: a dangling one names the file to create.
+    let real = heaplens_output::link_target(template).with_context(cannot)?;
+    let template = real.as_path();
     match std::fs::metadata(template) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             OpenOptions::new().write(true).create_new(true).open(template).with_context(cannot)?;

@@ -90,7 +90,8 @@ fn attach_detach_attach_again_records_the_window_and_changes_nothing() {
     assert_window(n2, start2, end2, &counts);
     // The blocks the threads held when the first attach came were freed unseen, not leaked.
     let v = report(&dir, &first);
-    assert!(u(&v, "summary/unmatched_frees") <= 4 * 64, "frees of blocks from before the attach");
+    assert!(u(&v, "summary/frees_before_attach") <= 4 * 64, "frees of blocks from before the attach");
+    assert_eq!(u(&v, "summary/unmatched_frees"), 0, "which are no unmatched frees");
     let text = heaplens(&dir, &["report", first.to_str().unwrap()]).ok("report");
     assert!(text.stdout.contains("attached to the running process at "), "{}", text.show());
     assert!(text.stdout.contains("frees of blocks allocated before the attach"), "{}", text.show());

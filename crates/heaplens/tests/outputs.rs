@@ -164,6 +164,22 @@ fn devices_are_written_in_place() {
 }
 
 #[test]
+fn run_follows_a_dangling_link_as_a_shell_does() {
+    let (dir, exe, _) = traced("dangling");
+    let target = dir.join("made-here.hltrace");
+    let link = dir.join("link.hltrace");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = heaplens(
+        &dir,
+        &[OsStr::new("run"), "-q".as_ref(), "-o".as_ref(), link.as_os_str(), "--".as_ref(), exe.as_os_str()],
+    );
+    o.ok("heaplens run -o DANGLING-LINK");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is still a link");
+    assert!(u(&report(&dir, &link), "summary/allocations") > 0, "the trace is at the link's target");
+    assert!(target.is_file());
+}
+
+#[test]
 fn descriptor_paths_write_through_the_shells_descriptor() {
     let (dir, exe, trace) = traced("descriptors");
     let log = dir.join("log.txt");

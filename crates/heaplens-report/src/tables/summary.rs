@@ -77,13 +77,18 @@ pub fn summary(t: &Trace, r: &Replay) -> Summary {
             .collect()
     };
     let start = start_ns(t, r);
+    // Attached: a release of an address not seen allocated frees a block from before the
+    // attach, which is no mystery and no error.
+    let attached = t.process.as_ref().is_some_and(|p| p.attached);
+    let unseen = count(r.unmatched_frees);
     Summary {
         calls_by_kind: by_label(&r.calls_by_op),
         frees_by_kind: by_label(&r.frees_by_op),
         sample_rate: r.sample_rate,
         allocations: count(r.allocations),
         deallocations: count(r.deallocations),
-        unmatched_frees: count(r.unmatched_frees),
+        unmatched_frees: if attached { 0 } else { unseen },
+        frees_before_attach: if attached { unseen } else { 0 },
         null_frees: count(r.null_frees) + t.end.map_or(0, |e| e.null_frees),
         overwritten_allocations: count(r.overwritten),
         failed_allocations: count(r.failed_allocations),

@@ -231,6 +231,7 @@ fn sum_summaries(reports: &[Report], peak: &Report) -> Summary {
     s.allocations = sum(|x| x.allocations);
     s.deallocations = sum(|x| x.deallocations);
     s.unmatched_frees = sum(|x| x.unmatched_frees);
+    s.frees_before_attach = sum(|x| x.frees_before_attach);
     s.null_frees = sum(|x| x.null_frees);
     s.overwritten_allocations = sum(|x| x.overwritten_allocations);
     s.failed_allocations = sum(|x| x.failed_allocations);
