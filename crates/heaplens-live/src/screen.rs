@@ -267,18 +267,23 @@ impl Rounds {
         };
         let now = t.last_ts.max(trace.end.map_or(0, |e| e.end_mono_ns)).max(now.unwrap_or(0));
         // Rates: since the previous round, or since recording started on the first; a round
-        // with nothing new shows the last screen's.
+        // with nothing new shows the last screen's. Counted on the events' own clock (the last
+        // event's time): the events of a wall-clock moment reach the file up to a sweep
+        // later, which made a short span after a detach count a second's worth twice. Once the
+        // trace is sealed, the rates are the whole recording's.
+        let clock = t.last_ts.max(start);
         match &self.previous {
-            Some(p) if p.0 < now => self.basis = self.previous.take(),
+            _ if trace.health.end_seen => self.basis = None,
+            Some(p) if p.0 < clock => self.basis = self.previous.take(),
             Some(_) => {}
             None => self.basis = None,
         }
         let empty = HashMap::new();
         let (since, since_allocs, before) = match &self.basis {
             Some((ts, n, per)) => (*ts, *n, per),
-            None => (start.min(now), 0, &empty),
+            None => (start.min(clock), 0, &empty),
         };
-        let span_s = (now.saturating_sub(since)).max(1) as f64 / 1e9;
+        let span_s = (clock.saturating_sub(since)).max(1) as f64 / 1e9;
         let per_s = |x: u64| (x as f64 / span_s).round() as u64;
         let site_of = |id: u32, s: &StackTally| {
             let (b0, n0) = before.get(&id).copied().unwrap_or((0, 0));
@@ -297,7 +302,7 @@ impl Rounds {
             })
             .collect();
         self.previous = Some((
-            now,
+            clock,
             t.allocations,
             t.stacks.iter().map(|(&id, s)| (id, (s.allocated_bytes, s.allocations))).collect(),
         ));
