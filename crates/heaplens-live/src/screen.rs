@@ -134,6 +134,9 @@ struct Rounds {
     /// What the last screen's rates were counted from (kept for a screen with nothing new,
     /// such as one sorted again at once).
     basis: Option<Previous>,
+    /// Of a trace of counters (`heaplens run --aggregate`): bytes in use at each snapshot seen,
+    /// (ns since the start, bytes), for the screen's series.
+    snapshots: Vec<(u64, u64)>,
 }
 
 impl Follower {
@@ -148,6 +151,7 @@ impl Follower {
                 names: HashMap::new(),
                 previous: None,
                 basis: None,
+                snapshots: Vec::new(),
             },
             last: None,
             screen: Screen::default(),
@@ -206,6 +210,21 @@ impl Follower {
             return &mut self.screen;
         }
         let mut step = self.follow.advance(&mut self.rounds.tally);
+        if let (Err(heaplens_interpret::LoadError::NoEvents { .. }), Some(_)) = (&step, &self.follow.trace().aggregate)
+        {
+            // Counters, not events: the newest snapshot, and a fresh one asked for while the
+            // program runs (its monitor writes it within 50 ms, for the next round). The
+            // first round learns only now which process writes it.
+            let writing = writing || self.writer_alive();
+            if writing {
+                let _ = heaplens_output::create_request(&heaplens_trace::snapshot_request_path(&self.rounds.path));
+            }
+            let mut screen = self.rounds.make_aggregated(self.follow.trace());
+            screen.writer_gone = !writing && settled && !screen.sealed;
+            self.screen = screen;
+            self.last = Some((len, settled, self.screen.clone()));
+            return &mut self.screen;
+        }
         if step.as_ref().is_ok_and(|s| *s == Step::Restarted) {
             // A block broke the order the replay assumed: the whole trace again, afresh.
             self.rounds.tally = Tally::new(self.rounds.options.old_after_ns);
@@ -344,6 +363,91 @@ impl Rounds {
             old_after_ns: self.options.old_after_ns,
             threads,
             note: None,
+        }
+    }
+
+    /// The screen of a trace of counters (`heaplens run --aggregate`) from its newest snapshot:
+    /// bytes in use and per call site, rates since the previous snapshot. Such a trace keeps
+    /// no block's age and no thread's counts: the screen says so where those would be.
+    fn make_aggregated(&mut self, trace: &Trace) -> Screen {
+        let Some(a) = &trace.aggregate else { return Screen::default() };
+        let (program, attached, start) = match &trace.process {
+            Some(p) => {
+                let name = p.argv.first().cloned().unwrap_or_else(|| p.exe.to_string_lossy().into_owned());
+                (format!("{} (pid {})", for_terminal(&name), p.pid), p.attached, p.start_mono_ns)
+            }
+            None => ("?".into(), false, 0),
+        };
+        let now = trace.clock.to_ns(a.ts).max(start);
+        let allocations: u64 = a.stacks.iter().fold(0, |n, s| n.saturating_add(s.allocs));
+        match &self.previous {
+            _ if trace.health.end_seen => self.basis = None,
+            Some(p) if p.0 < now => self.basis = self.previous.take(),
+            Some(_) => {}
+            None => self.basis = None,
+        }
+        let empty = HashMap::new();
+        let (since, since_allocs, before) = match &self.basis {
+            Some((ts, n, per)) => (*ts, *n, per),
+            None => (start.min(now), 0, &empty),
+        };
+        let span_s = now.saturating_sub(since).max(1) as f64 / 1e9;
+        let per_s = |x: u64| (x as f64 / span_s).round() as u64;
+        let sites: Vec<(u32, SiteRow)> = a
+            .stacks
+            .iter()
+            .map(|c| {
+                let (b0, n0) = before.get(&c.stack).copied().unwrap_or((0, 0));
+                let row = SiteRow {
+                    bytes: c.bytes.saturating_sub(c.freed_bytes),
+                    blocks: c.allocs.saturating_sub(c.frees),
+                    rate: per_s(c.bytes.saturating_sub(b0)),
+                    allocs_rate: per_s(c.allocs.saturating_sub(n0)),
+                    total: c.bytes,
+                    ..SiteRow::default()
+                };
+                (c.stack, row)
+            })
+            .collect();
+        self.previous = Some((now, allocations, a.stacks.iter().map(|c| (c.stack, (c.bytes, c.allocs))).collect()));
+        let at = now.saturating_sub(start);
+        if self.snapshots.last().is_none_or(|&(t, _)| t < at) {
+            self.snapshots.push((at, a.in_use_bytes));
+        }
+        // The series' 100 ms steps, each at the bytes in use of the last snapshot before it.
+        let steps = (at / crate::tally::STEP_NS) as usize + 1;
+        let mut series = Vec::with_capacity(steps);
+        let mut k = 0;
+        for step in 0..steps as u64 {
+            while k + 1 < self.snapshots.len() && self.snapshots[k + 1].0 <= step * crate::tally::STEP_NS {
+                k += 1;
+            }
+            series.push(if self.snapshots[k].0 <= step * crate::tally::STEP_NS { self.snapshots[k].1 } else { 0 });
+        }
+        let sort = self.options.sort;
+        let sites = self.by_site(trace, sites, sort);
+        Screen {
+            program,
+            attached,
+            sealed: trace.health.end_seen,
+            writer_gone: false,
+            recorded_ns: at,
+            in_use: a.in_use_bytes,
+            blocks: a.stacks.iter().fold(0, |n, c| n.saturating_add(c.allocs.saturating_sub(c.frees))),
+            peak: a.peak_bytes,
+            allocations,
+            allocations_per_s: per_s(allocations.saturating_sub(since_allocs)),
+            unmatched: a.unmatched_frees,
+            series,
+            sites,
+            sort,
+            old: Vec::new(),
+            old_after_ns: self.options.old_after_ns,
+            threads: Vec::new(),
+            note: Some(
+                "counters (--aggregate): a snapshot a round; no block ages (leak candidates) or threads recorded"
+                    .into(),
+            ),
         }
     }
 

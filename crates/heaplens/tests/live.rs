@@ -89,6 +89,36 @@ fn the_top_site_and_its_bytes_show_within_the_first_screens() {
 }
 
 #[test]
+fn an_aggregated_trace_is_followed_by_its_snapshots() {
+    let dir = WorkDir::new("live-aggregate");
+    let exe = compile_c(&dir, "attach_loop.c", &["-pthread"]);
+    let trace = dir.join("agg.hltrace");
+    // Counters, not events (`--aggregate`): hold_blocks' 40 blocks of 25,000 bytes and their
+    // array (976.9 KiB in 41 blocks), held 3 s.
+    let mut run = Command::new(heaplens_exe());
+    run.args(["run", "-q", "--aggregate", "-o"]).arg(&trace).arg("--").arg(&exe).args(["hold", "40", "25000", "3"]);
+    run.current_dir(&dir.path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let run = run.spawn().unwrap();
+    let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain", "--frames", "3"]).ok("live");
+    let shown = screens(&out.stdout);
+    assert!(
+        shown.iter().any(|s| row_of(s, "call sites, by bytes in use now", "hold_blocks")
+            .is_some_and(|r| r[0] == "976.9" && r[1] == "KiB" && r[2] == "41")),
+        "no screen shows hold_blocks holding 976.9 KiB in 41 blocks (the snapshot asked for)\n{}",
+        out.stdout
+    );
+    assert!(shown.iter().any(|s| s.contains("counters (--aggregate)")), "{}", out.stdout);
+    let ran = wait_with_timeout(run, "heaplens run");
+    assert_eq!(ran.status.code(), Some(4), "{}", ran.show());
+    // The finished trace: its last snapshot, as the report gives it.
+    let out = heaplens(&dir, &["live", trace.to_str().unwrap(), "--plain"]).ok("live on the finished trace");
+    assert!(out.stdout.contains("recording ended"), "{}", out.stdout);
+    let v = report(&dir, &trace);
+    assert!(out.stdout.contains(&format!("allocs {} (", u(&v, "summary/allocations"))), "{v:#}\n{}", out.stdout);
+    assert!(out.stdout.contains("peak 980.9 KiB"), "{}", out.stdout);
+}
+
+#[test]
 fn a_running_program_is_found_by_its_pid() {
     let dir = WorkDir::new("live-pid");
     let exe = compile_c(&dir, "attach_loop.c", &["-pthread"]);
