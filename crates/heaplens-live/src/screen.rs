@@ -271,19 +271,43 @@ impl Follower {
     }
 }
 
+/// See [`Rounds::rate_basis`].
+fn rate_basis(
+    previous: &mut Option<Previous>,
+    basis: &mut Option<Previous>,
+    clock: u64,
+    start: u64,
+    sealed: bool,
+) -> (u64, f64) {
+    match previous {
+        _ if sealed => *basis = None,
+        Some(p) if p.0 < clock => *basis = previous.take(),
+        Some(_) => {}
+        None => *basis = None,
+    }
+    let (since, allocations) = basis.as_ref().map_or((start.min(clock), 0), |b| (b.0, b.1));
+    (allocations, clock.saturating_sub(since).max(1) as f64 / 1e9)
+}
+
+/// The program and its pid (escaped), whether it was attached to, and when recording started
+/// (`fallback` without a Process record).
+fn header(trace: &Trace, fallback: u64) -> (String, bool, u64) {
+    match &trace.process {
+        Some(p) => {
+            let name = p.argv.first().cloned().unwrap_or_else(|| p.exe.to_string_lossy().into_owned());
+            (format!("{} (pid {})", for_terminal(&name), p.pid), p.attached, p.start_mono_ns)
+        }
+        None => ("?".into(), false, fallback),
+    }
+}
+
 impl Rounds {
     /// The screen of the tally so far; `now` (`CLOCK_MONOTONIC` ns) while the program is
     /// still recorded, else the time of the last event or of the end.
     fn make(&mut self, trace: &Trace, now: Option<u64>) -> Screen {
         let t = &self.tally;
         let top = self.options.top;
-        let (program, attached, start) = match &trace.process {
-            Some(p) => {
-                let name = p.argv.first().cloned().unwrap_or_else(|| p.exe.to_string_lossy().into_owned());
-                (format!("{} (pid {})", for_terminal(&name), p.pid), p.attached, p.start_mono_ns)
-            }
-            None => ("?".into(), false, t.first_ts),
-        };
+        let (program, attached, start) = header(trace, t.first_ts);
         let now = t.last_ts.max(trace.end.map_or(0, |e| e.end_mono_ns)).max(now.unwrap_or(0));
         // Rates: since the previous round, or since recording started on the first; a round
         // with nothing new shows the last screen's. Counted on the events' own clock (the last
@@ -291,21 +315,11 @@ impl Rounds {
         // later, which made a short span after a detach count a second's worth twice. Once the
         // trace is sealed, the rates are the whole recording's.
         let clock = t.last_ts.max(start);
-        match &self.previous {
-            _ if trace.health.end_seen => self.basis = None,
-            Some(p) if p.0 < clock => self.basis = self.previous.take(),
-            Some(_) => {}
-            None => self.basis = None,
-        }
-        let empty = HashMap::new();
-        let (since, since_allocs, before) = match &self.basis {
-            Some((ts, n, per)) => (*ts, *n, per),
-            None => (start.min(clock), 0, &empty),
-        };
-        let span_s = (clock.saturating_sub(since)).max(1) as f64 / 1e9;
+        let (since_allocs, span_s) =
+            rate_basis(&mut self.previous, &mut self.basis, clock, start, trace.health.end_seen);
         let per_s = |x: u64| (x as f64 / span_s).round() as u64;
         let site_of = |id: u32, s: &StackTally| {
-            let (b0, n0) = before.get(&id).copied().unwrap_or((0, 0));
+            let (b0, n0) = self.before(id);
             let rate = per_s(s.allocated_bytes.saturating_sub(b0));
             let allocs_rate = per_s(s.allocations.saturating_sub(n0));
             let row = SiteRow { bytes: s.live_bytes, blocks: s.live_blocks, rate, allocs_rate, ..SiteRow::default() };
@@ -366,38 +380,33 @@ impl Rounds {
         }
     }
 
+    /// Moves the rates' basis on to the previous round when `clock` (ns) moved past it (to none
+    /// once the trace is `sealed`: the rates are then the whole recording's, from `start`), and
+    /// gives the allocations at the basis and the seconds since it.
+    fn rate_basis(&mut self, clock: u64, start: u64, sealed: bool) -> (u64, f64) {
+        rate_basis(&mut self.previous, &mut self.basis, clock, start, sealed)
+    }
+
+    /// Stack `id`'s (bytes, allocations) at the rates' basis.
+    fn before(&self, id: u32) -> (u64, u64) {
+        self.basis.as_ref().and_then(|b| b.2.get(&id).copied()).unwrap_or((0, 0))
+    }
+
     /// The screen of a trace of counters (`heaplens run --aggregate`) from its newest snapshot:
     /// bytes in use and per call site, rates since the previous snapshot. Such a trace keeps
     /// no block's age and no thread's counts: the screen says so where those would be.
     fn make_aggregated(&mut self, trace: &Trace) -> Screen {
         let Some(a) = &trace.aggregate else { return Screen::default() };
-        let (program, attached, start) = match &trace.process {
-            Some(p) => {
-                let name = p.argv.first().cloned().unwrap_or_else(|| p.exe.to_string_lossy().into_owned());
-                (format!("{} (pid {})", for_terminal(&name), p.pid), p.attached, p.start_mono_ns)
-            }
-            None => ("?".into(), false, 0),
-        };
+        let (program, attached, start) = header(trace, 0);
         let now = trace.clock.to_ns(a.ts).max(start);
         let allocations: u64 = a.stacks.iter().fold(0, |n, s| n.saturating_add(s.allocs));
-        match &self.previous {
-            _ if trace.health.end_seen => self.basis = None,
-            Some(p) if p.0 < now => self.basis = self.previous.take(),
-            Some(_) => {}
-            None => self.basis = None,
-        }
-        let empty = HashMap::new();
-        let (since, since_allocs, before) = match &self.basis {
-            Some((ts, n, per)) => (*ts, *n, per),
-            None => (start.min(now), 0, &empty),
-        };
-        let span_s = now.saturating_sub(since).max(1) as f64 / 1e9;
+        let (since_allocs, span_s) = self.rate_basis(now, start, trace.health.end_seen);
         let per_s = |x: u64| (x as f64 / span_s).round() as u64;
         let sites: Vec<(u32, SiteRow)> = a
             .stacks
             .iter()
             .map(|c| {
-                let (b0, n0) = before.get(&c.stack).copied().unwrap_or((0, 0));
+                let (b0, n0) = self.before(c.stack);
                 let row = SiteRow {
                     bytes: c.bytes.saturating_sub(c.freed_bytes),
                     blocks: c.allocs.saturating_sub(c.frees),

@@ -335,7 +335,7 @@ fn attacher_running(pid: u32) -> bool {
         let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
         let heaplens =
             argv.first().and_then(|a| a.rsplit(|&b| b == b'/').next()).is_some_and(|n| n.starts_with(b"heaplens"));
-        heaplens && argv.get(1) == Some(&&b"attach"[..]) && argv.iter().any(|a| *a == want.as_bytes())
+        heaplens && argv.get(1) == Some(&&b"attach"[..]) && argv.contains(&want.as_bytes())
     })
 }
 
