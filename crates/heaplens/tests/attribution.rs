@@ -233,3 +233,42 @@ fn c_functions_named_like_itanium_codes_keep_their_names() {
         }
     }
 }
+
+#[test]
+fn inlined_functions_named_briefly_by_dwarf_keep_their_scopes() {
+    let dir = WorkDir::new("inlined-scopes");
+    // -O2 inlines two methods named `make` (of classes in an anonymous namespace) and two
+    // lambdas' `operator()`: DWARF names them only by their short name, and no symbol names an
+    // inlined frame. Each is its own row with its own bytes, not one `make` or `operator()`.
+    let exe = compile(&dir, "g++", "inlined_scopes.cpp", "inlined_scopes", &["-O2", "-g"]);
+    let trace = dir.join("scopes.hltrace");
+    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("inlined_scopes under heaplens");
+    let t = truth(&out.stdout, "inlined_scopes");
+    let v = report_with(&dir, &trace, &[]);
+    let bytes = |name: &str| {
+        let rows = direct_rows(&v, name);
+        assert_eq!(rows.len(), 1, "one row of {name}: {:#}", at(&v, "direct"));
+        u(rows[0], "bytes")
+    };
+    assert_eq!(bytes("(anonymous namespace)::Parser::make"), num(&t, "parser"));
+    assert_eq!(bytes("(anonymous namespace)::Renderer::make"), num(&t, "renderer"));
+    assert_eq!(bytes("parse()::{lambda}::operator()"), num(&t, "parse_lambda"));
+    assert_eq!(bytes("render()::{lambda}::operator()"), num(&t, "render_lambda"));
+    assert!(direct_rows(&v, "make").is_empty() && direct_rows(&v, "operator()").is_empty(), "{:#}", at(&v, "direct"));
+}
+
+#[test]
+fn an_executable_deleted_while_it_runs_is_symbolized() {
+    let dir = WorkDir::new("deleted-exe");
+    // Its file removed (an upgrade replacing a server's binary): symbolized while it runs,
+    // through the process (`/proc/PID/exe`), so the report names its function afterwards.
+    let exe = compile_c(&dir, "deleted_exe.c", &[]);
+    let trace = dir.join("deleted.hltrace");
+    let out = run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("deleted_exe under heaplens");
+    let t = truth(&out.stdout, "deleted_exe");
+    assert!(!exe.exists(), "the program removed itself");
+    let v = report_with(&dir, &trace, &[]);
+    let rows = direct_rows(&v, "allocate_after_removal");
+    assert_eq!(rows.len(), 1, "{:#}", at(&v, "direct"));
+    assert_eq!((u(rows[0], "calls"), u(rows[0], "bytes")), (num(&t, "allocs"), num(&t, "bytes")));
+}

@@ -22,6 +22,9 @@ pub enum SymMsg {
     Modules(Vec<ModuleRecord>),
     /// Return addresses of new stack nodes.
     Addrs(Vec<u64>),
+    /// The traced process is alive (symbolizing while it runs): a module file deleted since it
+    /// was mapped is opened through the process ([`FileCache::set_live_process`]).
+    LiveProcess(u32),
 }
 
 /// How far the background symbolization is: (addresses done, addresses in all).
@@ -63,6 +66,7 @@ pub fn symbolize_all(rx: Receiver<SymMsg>, progress: Arc<SymProgress>) -> SymRes
             break;
         }
         match msg {
+            SymMsg::LiveProcess(pid) => cache.set_live_process(pid),
             SymMsg::Modules(m) => {
                 records.extend(m);
                 current = None;

@@ -12,6 +12,7 @@ use addr2line::{Context, FrameIter, Loader, LookupResult};
 use object::{Object, ObjectSection};
 
 use super::mapped::Mapped;
+use super::qualify::Qualifier;
 use super::Frame;
 
 type Reader = EndianSlice<'static, RunTimeEndian>;
@@ -24,6 +25,8 @@ pub struct DebugDwarf {
     /// only the loader finds).
     full: OnceCell<Option<Loader>>,
     path: PathBuf,
+    /// Scopes of the units whose functions DWARF names only briefly.
+    qualifier: Qualifier,
     /// Kept for `ctx`: the inflated sections and the file.
     _inflated: Vec<Vec<u8>>,
     _map: Mapped,
@@ -63,33 +66,56 @@ impl DebugDwarf {
         .ok()?;
         dwarf.populate_abbreviations_cache(gimli::AbbreviationsCacheStrategy::Duplicates);
         let ctx = Context::from_dwarf(dwarf).ok()?;
-        Some(Self { ctx, full: OnceCell::new(), path: path.to_path_buf(), _inflated: inflated, _map: map })
+        Some(Self {
+            ctx,
+            full: OnceCell::new(),
+            path: path.to_path_buf(),
+            qualifier: Qualifier::default(),
+            _inflated: inflated,
+            _map: map,
+        })
     }
 
     /// Appends the frames of file-relative address `probe` as `addr2line`'s loader would find
     /// them, as copies of `unknown`; returns [`push_all`]'s answer.
     pub fn push_frames(&self, probe: u64, unknown: &Frame, out: &mut Vec<Frame>) -> bool {
+        let qualify = |die| self.qualified(probe, die);
         match self.ctx.find_frames(probe) {
-            LookupResult::Output(Ok(f)) => push_all(f, unknown, out),
+            LookupResult::Output(Ok(f)) => push_all(f, unknown, out, &qualify),
             LookupResult::Output(Err(_)) => false,
             LookupResult::Load { .. } => match self.full.get_or_init(|| Loader::new(&self.path).ok()) {
-                Some(full) => full.find_frames(probe).map(|f| push_all(f, unknown, out)).unwrap_or(false),
+                Some(full) => full.find_frames(probe).map(|f| push_all(f, unknown, out, &qualify)).unwrap_or(false),
                 None => false,
             },
         }
+    }
+
+    /// The qualified name of the C++ function whose entry is at `die` in the unit holding
+    /// `probe` (see [`Qualifier::qualified`]).
+    pub fn qualified(&self, probe: u64, die: gimli::UnitOffset) -> Option<String> {
+        let unit = self.ctx.find_dwarf_and_unit(probe).skip_all_loads()?;
+        self.qualifier.qualified(unit, die)
     }
 }
 
 /// Appends the frames `frames` yields, named and placed, as copies of `unknown`. Returns
 /// whether the last (outermost) was named by a linkage name (mangled, so qualified): GCC gives
 /// some C++ functions only their short `DW_AT_name` (`_M_create<…>`, `operator()` of a lambda),
-/// which the symbol table's name then replaces.
-pub fn push_all<R: gimli::Reader>(mut frames: FrameIter<'_, R>, unknown: &Frame, out: &mut Vec<Frame>) -> bool {
+/// which the symbol table's name then replaces. Such a short name of a C++ frame is qualified
+/// by `qualify` (given the frame's entry) where it can be: an inlined frame has no symbol.
+pub fn push_all<R: gimli::Reader<Offset = usize>>(
+    mut frames: FrameIter<'_, R>,
+    unknown: &Frame,
+    out: &mut Vec<Frame>,
+    qualify: &dyn Fn(gimli::UnitOffset) -> Option<String>,
+) -> bool {
     let mut linkage = false;
     while let Ok(Some(f)) = frames.next() {
         let raw = f.function.as_ref().and_then(|n| n.raw_name().ok());
         linkage = raw.as_deref().is_some_and(super::demangle::is_mangled);
-        let function = raw.map(|n| public_name(&super::demangle::demangle(&n)).to_string());
+        let short = raw.is_some() && !linkage;
+        let qualified = f.dw_die_offset.filter(|_| short).and_then(qualify);
+        let function = qualified.or_else(|| raw.map(|n| public_name(&super::demangle::demangle(&n)).to_string()));
         let (file, line) = match f.location {
             Some(l) => (l.file.map(str::to_string), l.line),
             None => (None, None),

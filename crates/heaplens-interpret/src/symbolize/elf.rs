@@ -34,19 +34,58 @@ struct Module {
 /// Module files opened so far, by path and build id: several symbolizers built one after
 /// another (as module records arrive) open each file once.
 #[derive(Default)]
-pub struct FileCache(RefCell<HashMap<(PathBuf, Vec<u8>), Opened>>);
+pub struct FileCache {
+    opened: RefCell<HashMap<(PathBuf, Vec<u8>), Opened>>,
+    /// The traced process's executable, opened while it runs (`/proc/PID/exe`), and the path
+    /// it had then: a file deleted since (an upgrade replacing a server's binary; the kernel
+    /// then names it `PATH (deleted)`) is still read through the descriptor.
+    live_exe: RefCell<Option<(std::fs::File, PathBuf)>>,
+}
 
 /// A module's files, or why they could not be used.
 type Opened = Rc<Result<Files, String>>;
 
 impl FileCache {
+    /// Files are of process `pid`, which is running: its executable is opened now, so that it
+    /// is read even once deleted (or the process gone).
+    pub fn set_live_process(&self, pid: u32) {
+        let exe = format!("/proc/{pid}/exe");
+        let (Ok(file), Ok(path)) = (std::fs::File::open(&exe), std::fs::read_link(&exe)) else { return };
+        let path = match path.as_os_str().as_encoded_bytes().strip_suffix(b" (deleted)") {
+            // SAFETY: a prefix of an OsStr's bytes ending before an ASCII space.
+            Some(p) => PathBuf::from(unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(p) }),
+            None => path,
+        };
+        *self.live_exe.borrow_mut() = Some((file, path));
+    }
+
     fn get(&self, path: &Path, build_id: &[u8]) -> Opened {
-        if let Some(f) = self.0.borrow().get(&(path.to_path_buf(), build_id.to_vec())) {
+        if let Some(f) = self.opened.borrow().get(&(path.to_path_buf(), build_id.to_vec())) {
             return f.clone();
         }
-        let f = Rc::new(open_files(path, build_id));
-        self.0.borrow_mut().insert((path.to_path_buf(), build_id.to_vec()), f.clone());
+        let f = Rc::new(open_files(&self.live_path(path), build_id));
+        self.opened.borrow_mut().insert((path.to_path_buf(), build_id.to_vec()), f.clone());
         f
+    }
+
+    /// Where to open `path`: the live process's executable through its descriptor when the
+    /// file is gone (deleted since it started: the kernel names it `PATH (deleted)`, and the
+    /// module record has either name; the build id still guards against another file), else
+    /// `path`.
+    fn live_path(&self, path: &Path) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        let live = self.live_exe.borrow();
+        let Some((file, exe)) = live.as_ref() else { return path.to_path_buf() };
+        if path.exists() {
+            return path.to_path_buf();
+        }
+        let mut deleted = exe.as_os_str().to_owned();
+        deleted.push(" (deleted)");
+        if path == exe || path.as_os_str() == deleted {
+            PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        } else {
+            path.to_path_buf()
+        }
     }
 }
 
@@ -62,6 +101,10 @@ pub struct Files {
     /// Its DWARF, loaded on the first frame that needs it: that inflates megabytes (for libc),
     /// which frames the paths cut anyway never need.
     debug: OnceCell<Option<DebugDwarf>>,
+    /// The module's own file, and its DWARF as the qualifier reads it (loaded on the first
+    /// C++ frame DWARF names only briefly).
+    path: PathBuf,
+    own: OnceCell<Option<DebugDwarf>>,
 }
 
 /// Symbolizes addresses of a process from its module list ([`ModuleRecord`]s of the trace).
@@ -180,7 +223,15 @@ fn open_files(module: &Path, build_id: &[u8]) -> Result<Files, String> {
         let id = if build_id.is_empty() { file_id.unwrap_or_default() } else { build_id.to_vec() };
         debug_file(module, debuglink.as_deref(), &id)
     };
-    Ok(Files { primary, symbols, debug_path, debug_symbols: OnceCell::new(), debug: OnceCell::new() })
+    Ok(Files {
+        primary,
+        symbols,
+        debug_path,
+        debug_symbols: OnceCell::new(),
+        debug: OnceCell::new(),
+        path: module.to_path_buf(),
+        own: OnceCell::new(),
+    })
 }
 
 /// The build id and `.gnu_debuglink` file name of an object file.
@@ -263,7 +314,11 @@ impl Files {
     fn push_frames(&self, probe: u64, unknown: &Frame, out: &mut Vec<Frame>) -> bool {
         match self.debug.get_or_init(|| self.debug_path.as_deref().and_then(DebugDwarf::load)) {
             Some(d) => d.push_frames(probe, unknown, out),
-            None => self.primary.find_frames(probe).map(|f| push_all(f, unknown, out)).unwrap_or(false),
+            None => {
+                let qualify =
+                    |die| self.own.get_or_init(|| DebugDwarf::load(&self.path)).as_ref()?.qualified(probe, die);
+                self.primary.find_frames(probe).map(|f| push_all(f, unknown, out, &qualify)).unwrap_or(false)
+            }
         }
     }
 }

@@ -77,6 +77,9 @@ pub fn symbolize_while_written(path: &Path, pid: u32, ended: &AtomicBool) -> Opt
             symbolize_all(rx, p)
         })
         .ok()?;
+    // The process lives while it is symbolized: a module deleted since it was mapped (an
+    // executable replaced by an upgrade) is still open to it.
+    let _ = tx.send(SymMsg::LiveProcess(pid));
     let mut file: Option<File> = None;
     let mut seen = Seen { offset: FILE_HEADER_LEN as u64, stacks: false, rows: false, held: Some(Vec::new()) };
     loop {

@@ -7,6 +7,7 @@ mod dwarf;
 mod elf;
 pub mod embedded;
 mod mapped;
+mod qualify;
 pub mod scopes;
 pub mod symtab;
 pub mod types;
