@@ -310,6 +310,10 @@ pub struct DirectRow {
     /// when the attribution passed over library frames to reach it; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// How many other library functions some of its bytes came through (`via` names the one
+    /// most did); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub via_others: u64,
     /// Bytes it allocated.
     pub bytes: u64,
     /// Share of all bytes allocated.
@@ -427,4 +431,9 @@ pub struct Profile {
     pub peak_known: bool,
     /// Frames per path.
     pub depth: usize,
+}
+
+/// For `skip_serializing_if`: a count of none.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

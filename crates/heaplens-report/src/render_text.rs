@@ -571,7 +571,12 @@ fn direct(r: &Report, o: &TextOptions, out: &mut String) {
         );
         if let Some(via) = &row.via {
             out.truncate(out.len() - 1);
-            let _ = writeln!(out, "  via {}", for_terminal(via));
+            let others = match row.via_others {
+                0 => String::new(),
+                1 => " and 1 other".into(),
+                n => format!(" and {n} others"),
+            };
+            let _ = writeln!(out, "  via {}{others}", for_terminal(via));
         }
     }
     more(out, n, d.rows.len(), "functions");

@@ -173,6 +173,10 @@ fn runtime_buffers_are_not_leaks() {
     assert!(u(stdio, "bytes") >= 1024, "{stdio}");
     let paths: Vec<Vec<String>> = arr(&v, "leaks").iter().map(leak_path).collect();
     assert_eq!(paths, vec![vec!["main".to_string(), "make_leak".to_string()]]);
+    // The lookups' row came through several C library functions: it names the one most
+    // bytes came through and counts the others.
+    let lookups = direct_rows(&v, "lookups");
+    assert!(lookups.len() == 1 && lookups[0]["via"].is_string() && u(lookups[0], "via_others") >= 4, "{lookups:?}");
     // The C library's lookups each keep a buffer, named for what it is.
     // getaddrinfo may find no interface to answer on a machine without a network.
     assert!(num(&t, "lookups") >= 4, "the lookups answered: {t:?}");

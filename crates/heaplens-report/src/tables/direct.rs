@@ -33,6 +33,7 @@ impl Acc {
             kept_percent_by_class: ByClass::from_array(kept_by_class.map(|b| pct(b, all_kept))),
             calls: count(self.calls),
             via: None,
+            via_others: 0,
         }
     }
 
@@ -73,6 +74,8 @@ pub fn direct(inp: Inputs<'_>) -> DirectTable {
                 let info = &inp.frames.functions[f as usize];
                 let mut row = a.row(info.name.clone(), info.module.clone(), all_bytes, all_kept);
                 row.via = a.top_via().map(|v| inp.frames.name(v).to_string());
+                let through = a.via.keys().filter(|v| v.is_some()).count() as u64;
+                row.via_others = through.saturating_sub(1);
                 row
             }
             None => a.row("<unknown>".into(), None, all_bytes, all_kept),

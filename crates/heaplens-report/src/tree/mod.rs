@@ -339,6 +339,7 @@ fn sum_direct(reports: &[Report]) -> DirectTable {
         function: function.to_string(),
         module,
         via: None,
+        via_others: 0,
         bytes: 0,
         percent: 0.0,
         bytes_by_class: ByClass::default(),
@@ -364,6 +365,9 @@ fn sum_direct(reports: &[Report]) -> DirectTable {
                 .entry((row.function.clone(), row.module.clone()))
                 .or_insert_with(|| (empty(&row.function, row.module.clone()), 0));
             add(e, row);
+            // Others it came through: at least each process's, and another process's top.
+            let other_top = row.via.is_some() && e.via.is_some() && row.via != e.via;
+            e.via_others = e.via_others.max(row.via_others) + u64::from(other_top);
             // The library function most bytes came through, over all processes.
             if row.via.is_some() && row.bytes >= *via_bytes {
                 e.via = row.via.clone();
