@@ -262,7 +262,7 @@ pub fn prepare(budgets: &BudgetArgs, attribution: &AttributionArgs) -> anyhow::R
     let resolved = budgets.resolve()?;
     let opts = crate::diff::options(attribution, 5)?;
     let base = match &resolved.base {
-        Some(base) => Some(checkable(crate::diff::analyze(base, &opts)?)?),
+        Some(base) => Some(checkable(crate::diff::analyze_saying(base, &opts, false)?)?),
         None => None,
     };
     Ok(Prepared { resolved, opts, base })
@@ -280,7 +280,7 @@ pub fn verdicts(trace: &Path, budgets: &BudgetArgs, attribution: &AttributionArg
 /// As [`verdicts`], with the budgets and the base read before.
 pub fn verdicts_of(trace: &Path, p: &Prepared) -> anyhow::Result<Vec<Verdict>> {
     let b = &p.resolved.budgets;
-    let new = checkable(crate::diff::analyze(trace, &p.opts)?)?;
+    let new = checkable(crate::diff::analyze_saying(trace, &p.opts, false)?)?;
     if b.max_temporary_percent.is_some() && new.trace.aggregated {
         anyhow::bail!(
             "cannot check --max-temporary on {}: an aggregated trace (heaplens run --aggregate) records no temporaries",

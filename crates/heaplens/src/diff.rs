@@ -51,10 +51,18 @@ pub fn options(attribution: &AttributionArgs, path_depth: usize) -> anyhow::Resu
 /// process, or the process tree whose first trace it is (`--follow-children`), summed as
 /// `heaplens report` sums it.
 pub fn analyze(trace: &std::path::Path, opts: &Options) -> anyhow::Result<Report> {
+    analyze_saying(trace, opts, true)
+}
+
+/// As [`analyze`]; with `warn` false, a damaged trace is left to the caller to say (`check`
+/// refuses one in a line of its own).
+pub fn analyze_saying(trace: &std::path::Path, opts: &Options, warn: bool) -> anyhow::Result<Report> {
     let family = heaplens_report::tree::family(trace);
     if family.len() == 1 {
         let r = analyze_file(trace, opts)?;
-        crate::report::warn_if_damaged(&r);
+        if warn {
+            crate::report::warn_if_damaged(&r);
+        }
         return Ok(r);
     }
     eprintln!(

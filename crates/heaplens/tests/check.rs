@@ -117,6 +117,7 @@ fn bad_input_exits_2_with_one_line() {
     let out = check(&dir, &half, &["--max-peak", "1GiB"]);
     assert_eq!(out.status.code(), Some(2), "{}", out.show());
     assert!(out.stderr.contains("cannot check") && out.stderr.contains("TRUNCATED"), "{}", out.stderr);
+    assert_one_line_error(&out, "a trace cut short");
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "max_peak = \"1MiB\"\nmax_peek = \"4MiB\"\n").unwrap();
     let out = check(&dir, &trace, &["--budgets", bad.to_str().unwrap()]);
