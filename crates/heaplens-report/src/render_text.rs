@@ -236,9 +236,10 @@ pub fn totals(r: &Report, out: &mut String) {
             "suppressed",
             s.suppressed_bytes,
             format!(
-                "({}) in {} blocks live at exit, not leaks: {}",
+                "({}) in {} blocks {}, not leaks: {}",
                 human_bytes(s.suppressed_bytes),
                 s.suppressed_objects,
+                live_at(r),
                 what.join(", ")
             ),
         );
@@ -501,16 +502,29 @@ fn lifetimes(r: &Report, o: &TextOptions, out: &mut String) {
     // Three views of one table: the most short-lived blocks (heaptrack's temporaries), the
     // longest-lived freed ones, and the blocks never freed.
     let mut by: Vec<&crate::model::LifetimeRow> = rows.iter().filter(|r| r.short_lived > 0).collect();
-    lifetime_rows(out, o, "most short-lived (freed before the thread's next allocation)", &by);
+    let live = live_at(r);
+    lifetime_rows(out, o, live, "most short-lived (freed before the thread's next allocation)", &by);
     by = rows.iter().filter(|r| r.freed > 0).collect();
     by.sort_by(|a, b| b.median_ns.cmp(&a.median_ns).then(b.max_ns.cmp(&a.max_ns)).then(b.freed.cmp(&a.freed)));
-    lifetime_rows(out, o, "longest-lived (by median lifetime of the freed blocks)", &by);
+    lifetime_rows(out, o, live, "longest-lived (by median lifetime of the freed blocks)", &by);
     by = rows.iter().filter(|r| r.live_at_exit > 0).collect();
     by.sort_by(|a, b| b.live_at_exit.cmp(&a.live_at_exit).then_with(|| a.function.cmp(&b.function)));
-    lifetime_rows(out, o, "live at exit (never freed: no lifetime)", &by);
+    lifetime_rows(out, o, live, &format!("{live} (never freed: no lifetime)"), &by);
 }
 
-fn lifetime_rows(out: &mut String, o: &TextOptions, title: &str, rows: &[&crate::model::LifetimeRow]) {
+/// How the report says a block was still allocated when recording ended: at the process's
+/// exit, at a detach (the process went on), or at an exec (its heap went with it).
+fn live_at(r: &Report) -> &'static str {
+    if r.trace.detached {
+        "live at detach"
+    } else if r.trace.exec {
+        "live at exec"
+    } else {
+        "live at exit"
+    }
+}
+
+fn lifetime_rows(out: &mut String, o: &TextOptions, live: &str, title: &str, rows: &[&crate::model::LifetimeRow]) {
     let _ = writeln!(out, "  {title}:");
     if rows.is_empty() {
         let _ = writeln!(out, "    none");
@@ -520,7 +534,7 @@ fn lifetime_rows(out: &mut String, o: &TextOptions, title: &str, rows: &[&crate:
     let _ = writeln!(
         out,
         "  {:>10} {:>11} {:>21} {:>12} {:>9} {:>12}  name",
-        "freed", "short-lived", "median (between)", "longest", "m.steps", "live at exit"
+        "freed", "short-lived", "median (between)", "longest", "m.steps", live
     );
     let n = o.limit(rows.len());
     let range = |lo: String, hi: String| if lo == hi { lo } else { format!("{lo}-{hi}") };

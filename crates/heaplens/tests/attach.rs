@@ -413,6 +413,9 @@ fn a_stopped_process_detaches_when_it_continues_and_its_live_blocks_are_no_leaks
     assert!(text.stdout.contains("live at detach"), "{}", text.show());
     assert!(!text.stdout.contains("MEMORY LEAK TABLE"), "{}", text.show());
     assert!(text.stdout.contains("(detached; the process went on)"), "{}", text.show());
+    assert!(!text.stdout.contains("live at exit"), "nothing was live at an exit: {}", text.show());
+    let lives = heaplens(&dir, &["report", trace.to_str().unwrap(), "--lifetimes"]).ok("report --lifetimes");
+    assert!(lives.stdout.contains("live at detach (never freed"), "{}", lives.show());
     let check = heaplens(&dir, &["check", trace.to_str().unwrap(), "--no-leaks"]);
     assert_eq!(check.status.code(), Some(2), "{}", check.show());
     assert!(check.stderr.contains("cannot check leaks"), "{}", check.show());
