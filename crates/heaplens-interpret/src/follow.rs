@@ -65,6 +65,10 @@ pub struct Follow {
     read: u64,
     /// Times the replay started over.
     restarts: u64,
+    /// The file, kept open once it opened: a trace renamed while followed (`heaplens attach`
+    /// moves its staged trace over the name `-o` gave when recording ends) is read on to its
+    /// end.
+    file: Option<std::fs::File>,
 }
 
 impl Follow {
@@ -84,6 +88,7 @@ impl Follow {
             newest: 0,
             read: 0,
             restarts: 0,
+            file: None,
         }
     }
 
@@ -122,8 +127,8 @@ impl Follow {
             return Err(LoadError::NoEvents { path: self.path.clone() });
         }
         if !in_order {
-            let (read, restarts) = (self.read, self.restarts + 1);
-            *self = Follow { read, restarts, ..Follow::new(&self.path) };
+            let (read, restarts, file) = (self.read, self.restarts + 1, self.file.take());
+            *self = Follow { read, restarts, file, ..Follow::new(&self.path) };
             return Ok(Step::Restarted);
         }
         // Even a single thread's events wait for the window: another thread's first block may
@@ -144,11 +149,16 @@ impl Follow {
     /// Whether the file has not been written to for [`SETTLED`] (by its modification time), so
     /// that no more events are coming: all of them are replayed, the trace sealed or not.
     pub fn settled(&self) -> bool {
-        std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= SETTLED)
+        self.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= SETTLED)
+    }
+
+    /// The followed file's metadata: the open file's (wherever it was renamed to), else the
+    /// path's.
+    pub fn metadata(&self) -> std::io::Result<std::fs::Metadata> {
+        match &self.file {
+            Some(f) => f.metadata(),
+            None => std::fs::metadata(&self.path),
+        }
     }
 
     /// [`WINDOW_NS`] in the trace's time units (TSC ticks are scaled by the clock records).
@@ -163,8 +173,12 @@ impl Follow {
     /// Returns whether every block came no older than what was replayed.
     fn read(&mut self) -> Result<bool, LoadError> {
         let io = |reason| LoadError::Io { path: self.path.clone(), reason };
-        let mut file = heaplens_trace::open_regular(&self.path).map_err(io)?;
+        if self.file.is_none() {
+            self.file = Some(heaplens_trace::open_regular(&self.path).map_err(io)?);
+        }
+        let mut file = self.file.as_ref().expect("opened above");
         let mut reader = if self.offset == 0 {
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
             TraceReader::new(BufReader::new(file))
                 .map_err(|reason| LoadError::Open { path: self.path.clone(), reason })?
         } else {

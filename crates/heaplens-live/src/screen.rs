@@ -190,7 +190,7 @@ impl Follower {
     /// change) and returns the screen. A trace that cannot be read yet gives a screen saying
     /// so; the next round tries again.
     pub fn refresh(&mut self) -> &mut Screen {
-        let len = std::fs::metadata(&self.rounds.path).map(|m| m.len()).unwrap_or(0);
+        let len = self.follow.metadata().map(|m| m.len()).unwrap_or(0);
         // A trace that stopped growing unsealed (its writer gone) is replayed to its end once
         // it has settled: a round then, though its length did not change.
         let settled = self.follow.settled();

@@ -37,7 +37,8 @@ pub fn show(
 
 /// Runs `heaplens live`.
 pub fn execute(a: &LiveArgs) -> Result<()> {
-    let trace: PathBuf = match a.target.to_str().and_then(|t| t.parse::<u32>().ok()) {
+    let pid = a.target.to_str().and_then(|t| t.parse::<u32>().ok());
+    let trace: PathBuf = match pid {
         Some(pid) => crate::snapshot::trace_of(pid)?,
         None => a.target.clone(),
     };
@@ -47,12 +48,14 @@ pub fn execute(a: &LiveArgs) -> Result<()> {
         anyhow::ensure!(m.is_file(), "{} is not a regular file (a trace is one)", trace.display());
     }
     show(&trace, &a.screens, &options(a), None, &mut std::io::stdout().lock())?;
-    // Screens of a file that never came are no view of anything: say so in the status.
-    anyhow::ensure!(trace.exists(), "no trace appeared at {}", trace.display());
+    // Screens of a file that never came are no view of anything: say so in the status. (A
+    // process's trace was there: `heaplens attach` may have moved it to its `-o` name since.)
+    anyhow::ensure!(pid.is_some() || trace.exists(), "no trace appeared at {}", trace.display());
     // Nor of a file that is no trace (its header is written first, so a trace being written
     // has one).
     match heaplens_trace::TraceReader::open(&trace) {
         Err(heaplens_trace::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
+        Err(heaplens_trace::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && pid.is_some() => Ok(()),
         Err(e) => Err(anyhow::anyhow!("{}: {e}", trace.display())),
         Ok(_) => Ok(()),
     }

@@ -353,6 +353,28 @@ fn a_killed_attach_ends_the_recording_it_started() {
 }
 
 #[test]
+fn live_follows_an_attach_whose_output_replaces_a_file_to_its_end() {
+    let dir = WorkDir::new("attach-live-replace");
+    need_ptrace!(dir);
+    let exe = loop_program(&dir);
+    let program = Program::start(&dir, &exe, &["loop", "4000000"], false);
+    let pid = program.pid();
+    // `-o` names a file that is there: the attach records into a hidden name beside it and
+    // moves it over the file when recording ends, while the view follows it by the pid.
+    let trace = dir.join("kept.hltrace");
+    std::fs::write(&trace, b"an earlier trace").unwrap();
+    let mut attached = attach_in_background(&dir, pid, &["-o", trace.to_str().unwrap(), "--duration", "1.5"]);
+    wait_attached(pid, &mut attached);
+    let live = heaplens(&dir, &["live", &pid.to_string(), "--plain", "--frames", "4"]);
+    let live = live.ok("live PID across the attach's end");
+    // (The header is cut at the screen's width after a long program path.)
+    assert!(live.stdout.contains("attached, recording stop"), "{}", live.stdout);
+    wait_with_timeout(attached, "attach").ok("attach");
+    assert_eq!(at(&report(&dir, &trace), "trace/detached"), &serde_json::Value::Bool(true));
+    let _ = program.finish();
+}
+
+#[test]
 fn a_stopped_process_detaches_when_it_continues_and_its_live_blocks_are_no_leaks() {
     let dir = WorkDir::new("attach-stopped");
     need_ptrace!(dir);
