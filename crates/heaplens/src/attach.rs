@@ -281,6 +281,12 @@ fn inject(pid: u32, library: &Path, trace: &Path, max_frames: u32, cpu_hz: u32) 
     };
     let answer = value(2).unwrap_or_default();
     if handle.ends_with(" 0x0") {
+        if answer.contains("cannot open shared object file") {
+            bail!(
+                "process {pid} could not load the monitor: {} is not there as the process sees its files (in a container or a chroot, the library must be at the same path inside it)",
+                library.display()
+            );
+        }
         bail!("process {pid} could not load the monitor: {answer}");
     }
     match answer.trim().parse::<i32>() {
