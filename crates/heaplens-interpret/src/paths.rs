@@ -672,6 +672,14 @@ fn trim<'a>(t: &FrameTable, path: &'a [SiteId], inner: Inner) -> (Option<SiteId>
     while end > 0 && (matches(name(path[end - 1]), RUNTIME_FRAMES) || monitor(path[end - 1])) {
         end -= 1;
     }
+    // A thread the standard library started (std::thread's trampoline in libstdc++, often
+    // unnamed) is the runtime's root too, where the program's own code lies inside it.
+    let library = |s: SiteId| is_library_frame(name(s), func(s).module.as_deref());
+    if end > 1 && library(path[end - 1]) && path[..end - 1].iter().any(|&s| !library(s) && !monitor(s)) {
+        while end > 1 && library(path[end - 1]) {
+            end -= 1;
+        }
+    }
     // Rust's start-up (and a spawned thread's) calls the program's `main` (or closure) through
     // `__rust_begin_short_backtrace` and `FnOnce::call_once`: outside the program's code.
     if let Some(i) = path[..end].iter().position(|&s| name(s).ends_with("__rust_begin_short_backtrace")) {

@@ -30,6 +30,8 @@ struct Run {
     marks: u32,
     /// Highest bytes in use.
     high: i64,
+    /// Bytes in use after its last event: what the quiet columns after it hold.
+    end: i64,
     /// A release by a mark, which counts only once a join says the block was this bar's.
     tentative: bool,
 }
@@ -56,8 +58,11 @@ impl Occupancy {
     #[inline]
     fn at(&mut self, col: u32) {
         match self.runs.last_mut() {
-            Some(r) if r.col == col && r.marks == self.marks && !r.tentative => r.high = r.high.max(self.level),
-            _ => self.runs.push(Run { col, marks: self.marks, high: self.level, tentative: false }),
+            Some(r) if r.col == col && r.marks == self.marks && !r.tentative => {
+                r.high = r.high.max(self.level);
+                r.end = self.level;
+            }
+            _ => self.runs.push(Run { col, marks: self.marks, high: self.level, end: self.level, tentative: false }),
         }
     }
 
@@ -72,7 +77,8 @@ impl Occupancy {
     pub fn mark_tentative(&mut self, col: Option<usize>) {
         self.mark();
         if let Some(c) = col.filter(|&c| c < self.width) {
-            self.runs.push(Run { col: c as u32, marks: self.marks, high: self.level, tentative: true });
+            let level = self.level;
+            self.runs.push(Run { col: c as u32, marks: self.marks, high: level, end: level, tentative: true });
         }
     }
 
@@ -101,18 +107,19 @@ impl Occupancy {
             if r.tentative && !sizes.get(r.marks as usize - 1).is_some_and(|s| s.is_some()) {
                 continue;
             }
-            let high = base + r.high - lowered(r.marks);
-            self.runs.push(Run { col: r.col, marks: self.marks, high, tentative: false });
+            let (high, end) = (base + r.high - lowered(r.marks), base + r.end - lowered(r.marks));
+            self.runs.push(Run { col: r.col, marks: self.marks, high, end, tentative: false });
         }
         self.level = base + later.level - lowered(later.marks);
     }
 
-    /// Highest bytes in use seen in each column (`None`: no event there).
-    fn highs(&self) -> Vec<Option<u64>> {
-        let mut high = vec![None; self.width];
+    /// Highest bytes in use seen in each column and the bytes in use after its last event
+    /// (`None`: no event there).
+    fn highs(&self) -> Vec<Option<(u64, u64)>> {
+        let mut high: Vec<Option<(u64, u64)>> = vec![None; self.width];
         for r in self.runs.iter().filter(|r| !r.tentative) {
-            let h: &mut u64 = high[r.col as usize].get_or_insert(0);
-            *h = (*h).max(r.high.max(0) as u64);
+            let h = high[r.col as usize].get_or_insert((0, 0));
+            *h = (h.0.max(r.high.max(0) as u64), r.end.max(0) as u64);
         }
         high
     }
@@ -127,13 +134,7 @@ impl Occupancy {
         let high = self.highs();
         let w = high.len();
         let peak = self.peak().max(1) as f32;
-        // A quiet column keeps the bytes in use of the last column with events.
-        let mut level = vec![0u64; w];
-        let mut last = 0;
-        for (c, h) in high.iter().enumerate() {
-            last = h.unwrap_or(last);
-            level[c] = last;
-        }
+        let level = drawn(&high);
         // Luminance per column: 1 where events happened, a plateau cushion across each quiet run.
         let mut lum = vec![1.0f32; w];
         let mut c = 0;
@@ -158,13 +159,43 @@ impl Occupancy {
     }
 }
 
+/// The bytes in use each column shows: its highest where it had events; in a quiet one, the
+/// bytes in use after the last event before it (a burst of releases in one column leaves the
+/// level low, not at that column's highest).
+fn drawn(high: &[Option<(u64, u64)>]) -> Vec<u64> {
+    let mut last = 0;
+    high.iter()
+        .map(|h| match *h {
+            Some((top, end)) => {
+                last = end;
+                top
+            }
+            None => last,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Bytes in use per column, 0 where nothing happened.
     fn levels(o: &Occupancy) -> Vec<u64> {
-        o.highs().into_iter().map(|h| h.unwrap_or(0)).collect()
+        o.highs().into_iter().map(|h| h.map_or(0, |h| h.0)).collect()
+    }
+
+    #[test]
+    fn quiet_columns_after_a_burst_of_releases_hold_what_is_left() {
+        // 40 B, then ten blocks of 500 B in column 1, all released in column 2, then nothing.
+        let mut o = Occupancy::new(5);
+        o.event(Some(0), 40);
+        for _ in 0..10 {
+            o.event(Some(1), 500);
+        }
+        for _ in 0..10 {
+            o.event(Some(2), -500);
+        }
+        assert_eq!(drawn(&o.highs()), vec![40, 5040, 4540, 40, 40]);
     }
 
     #[test]
@@ -202,6 +233,6 @@ mod tests {
         later.mark_tentative(Some(3));
         earlier.join(later, &[None, Some(50)]);
         assert_eq!(earlier.highs(), whole.highs());
-        assert_eq!(earlier.highs(), vec![Some(50), None, None, Some(0)]);
+        assert_eq!(earlier.highs(), vec![Some((50, 50)), None, None, Some((0, 0))]);
     }
 }

@@ -28,9 +28,14 @@ pub struct Timeline {
     /// The window, `CLOCK_MONOTONIC` ns, and its columns.
     time: TimeColumns,
     width: usize,
-    /// Runs of events, in order, and their splits: `sites + 1` values per run.
+    /// Runs of events, in order, and their splits: `sites + 1` values per run, at its highest
+    /// total and after its last event (what the quiet columns after it hold).
     runs: Vec<Run>,
     splits: Vec<i64>,
+    ends: Vec<i64>,
+    /// The split when the window began (before its first event), and the marks before then:
+    /// what the columns before the first event hold.
+    start: Option<(Vec<i64>, u32)>,
     /// Marks so far; only a later half makes them.
     marks: u32,
     later: bool,
@@ -81,6 +86,8 @@ impl Timeline {
             width,
             runs: Vec::new(),
             splits: Vec::new(),
+            ends: Vec::new(),
+            start: None,
             marks: 0,
             later: half == Half::Later,
         }
@@ -96,9 +103,15 @@ impl Timeline {
 
     fn event(&mut self, ts: u64, stack: u32, delta: i64) {
         let site = self.site(stack);
+        let col = self.col(ts);
+        // The level when the window began: before its first event, or before the first event
+        // after it (a window with no event of its own).
+        if (col.is_some() || ts > self.time.t1) && self.start.is_none() {
+            self.start = Some((self.live.clone(), self.marks));
+        }
         self.live[site] += delta;
         self.total += delta;
-        if let Some(col) = self.col(ts) {
+        if let Some(col) = col {
             self.at(col, ts, false);
         }
     }
@@ -108,15 +121,20 @@ impl Timeline {
         let n = self.sites + 1;
         match self.runs.last_mut() {
             Some(r) if r.col == col && r.marks == self.marks && !r.tentative && !tentative => {
+                let at = self.splits.len() - n;
                 if self.total > r.high {
                     (r.high, r.ts) = (self.total, ts);
-                    let at = self.splits.len() - n;
                     self.splits[at..].copy_from_slice(&self.live);
                 }
+                self.ends[at..].copy_from_slice(&self.live);
             }
             _ => {
+                if self.start.is_none() {
+                    self.start = Some((self.live.clone(), self.marks));
+                }
                 self.runs.push(Run { col, marks: self.marks, high: self.total, ts, tentative });
                 self.splits.extend_from_slice(&self.live);
+                self.ends.extend_from_slice(&self.live);
             }
         }
     }
@@ -125,28 +143,39 @@ impl Timeline {
     pub fn finish(&self) -> Columns {
         let n = self.sites + 1;
         let mut best: Vec<Option<usize>> = vec![None; self.width];
-        let (mut peak, mut at_peak) = ((0, self.time.t0), None);
+        let mut last_of: Vec<Option<usize>> = vec![None; self.width];
+        // What was in use when the window began counts for its peak (blocks live before it).
+        let start = self.start.as_ref().map_or_else(|| self.live.clone(), |s| s.0.clone());
+        let start_total: i64 = start.iter().sum();
+        let (mut peak, mut at_peak) = ((start_total.max(0), self.time.t0), None);
         for (k, r) in self.runs.iter().enumerate().filter(|(_, r)| !r.tentative) {
             let b = &mut best[r.col as usize];
             if b.is_none_or(|j| r.high > self.runs[j].high) {
                 *b = Some(k);
             }
+            last_of[r.col as usize] = Some(k);
             if r.high > peak.0 {
                 (peak, at_peak) = ((r.high, r.ts), Some(k));
             }
         }
         let split = |k: usize| self.splits[k * n..(k + 1) * n].to_vec();
-        let mut last = vec![0; n];
+        let end = |k: usize| self.ends[k * n..(k + 1) * n].to_vec();
+        // A column with events shows its highest moment; a quiet one what the last event
+        // before it left (a burst of releases in one column leaves the level low).
+        let mut last = start.clone();
         let columns = best
             .iter()
-            .map(|b| {
-                if let Some(k) = *b {
-                    last = split(k);
+            .zip(&last_of)
+            .map(|(b, l)| match (*b, *l) {
+                (Some(k), Some(e)) => {
+                    last = end(e);
+                    split(k)
                 }
-                last.clone()
+                _ => last.clone(),
             })
             .collect();
-        Columns { columns, peak, at_peak: at_peak.map_or_else(|| vec![0; n], split) }
+        let at_peak = at_peak.map_or_else(|| if start_total > 0 { start } else { vec![0; n] }, split);
+        Columns { columns, peak, at_peak }
     }
 }
 
@@ -196,6 +225,11 @@ impl Joinable for Timeline {
                 k += 1;
             }
         };
+        if let (None, Some((s, marks))) = (&self.start, &later.start) {
+            // The window began in the later half: its level then, known now.
+            lower_to(*marks, &mut lowered, &mut lowered_total);
+            self.start = Some(((0..n).map(|i| base[i] + s[i] - lowered[i]).collect(), self.marks));
+        }
         for (i, r) in later.runs.iter().enumerate() {
             lower_to(r.marks, &mut lowered, &mut lowered_total);
             let held = |m: u32| releases.get(m as usize - 1).is_some_and(|(_, b)| b.is_some());
@@ -206,6 +240,8 @@ impl Joinable for Timeline {
             self.runs.push(Run { col: r.col, marks: self.marks, high, ts: r.ts, tentative: false });
             let split = &later.splits[i * n..(i + 1) * n];
             self.splits.extend((0..n).map(|s| base[s] + split[s] - lowered[s]));
+            let end = &later.ends[i * n..(i + 1) * n];
+            self.ends.extend((0..n).map(|s| base[s] + end[s] - lowered[s]));
         }
         lower_to(later.marks, &mut lowered, &mut lowered_total);
         for s in 0..n {
@@ -268,7 +304,7 @@ mod tests {
         assert_eq!(want.peak, (547, 31));
         assert_eq!(want.at_peak, vec![500, 40, 7]);
         assert_eq!(want.columns[1], vec![100, 40, 7], "the split at the column's highest total");
-        assert_eq!(want.columns[2], want.columns[1], "a column without events keeps the one before");
+        assert_eq!(want.columns[2], vec![0, 40, 7], "a column without events keeps what the one before left");
         for cut in 1..events.len() {
             let (mut head_live, mut tail_live) = (IdMap::default(), IdMap::default());
             let mut head = Timeline::new(&sites, 2, 10, (0, 99), Half::Earlier);
@@ -283,5 +319,17 @@ mod tests {
             head.join(later, &releases);
             assert_eq!(head.finish(), want, "cut before event {cut}");
         }
+        // A window that begins with blocks live: they are in use from its first column, and
+        // count for its peak; one with no event of its own holds what was live throughout.
+        let mut from_50 = Timeline::new(&sites, 2, 5, (50, 99), Half::Whole);
+        replay(&mut from_50, 0, events.len(), &mut IdMap::default());
+        let c = from_50.finish();
+        assert_eq!(c.columns, vec![vec![0, 60, 7], vec![0, 60, 0], vec![0, 0, 0], vec![0, 0, 0], vec![1, 0, 0]]);
+        assert_eq!((c.peak, c.at_peak), ((67, 52), vec![0, 60, 7]));
+        let mut quiet = Timeline::new(&sites, 2, 5, (60, 70), Half::Whole);
+        replay(&mut quiet, 0, events.len(), &mut IdMap::default());
+        let c = quiet.finish();
+        assert_eq!(c.columns, vec![vec![0, 60, 0]; 5]);
+        assert_eq!((c.peak, c.at_peak), ((60, 60), vec![0, 60, 0]));
     }
 }

@@ -368,7 +368,7 @@ fn live_follows_an_attach_whose_output_replaces_a_file_to_its_end() {
     let live = heaplens(&dir, &["live", &pid.to_string(), "--plain", "--frames", "4"]);
     let live = live.ok("live PID across the attach's end");
     // (The header is cut at the screen's width after a long program path.)
-    assert!(live.stdout.contains("attached, recording stop"), "{}", live.stdout);
+    assert!(live.stdout.contains("attached, recording s"), "recording stopped: {}", live.stdout);
     wait_with_timeout(attached, "attach").ok("attach");
     assert_eq!(at(&report(&dir, &trace), "trace/detached"), &serde_json::Value::Bool(true));
     let _ = program.finish();
