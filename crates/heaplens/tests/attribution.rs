@@ -276,3 +276,29 @@ fn an_executable_deleted_while_it_runs_is_symbolized() {
     assert_eq!(rows.len(), 1, "{:#}", at(&v, "direct"));
     assert_eq!((u(rows[0], "calls"), u(rows[0], "bytes")), (num(&t, "allocs"), num(&t, "bytes")));
 }
+
+#[test]
+fn a_std_thread_starts_at_the_programs_own_function() {
+    let dir = WorkDir::new("std-thread-root");
+    // std::thread runs its function through libstdc++'s trampoline (unnamed where libstdc++
+    // has no symbols for it): a runtime root, cut as start_thread is, not the call graph's top.
+    let src = dir.join("thr.cpp");
+    std::fs::write(
+        &src,
+        "#include <thread>\n#include <cstdlib>\nvoid *volatile sink;\n\
+         __attribute__((noinline)) void worker(int n) { for (int i = 0; i < n; i++) sink = malloc(100); }\n\
+         int main() { std::thread a(worker, 10), b(worker, 20); a.join(); b.join(); return 0; }\n",
+    )
+    .unwrap();
+    let exe = compile(&dir, "g++", src.to_str().unwrap(), "thr", &["-O2", "-g", "-pthread"]);
+    let trace = dir.join("thr.hltrace");
+    run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("std::thread program");
+    let v = report_with(&dir, &trace, &[]);
+    let graph = arr(&v, "call_graph");
+    let worker = graph.iter().find(|e| e["name"] == "worker(int)").unwrap_or_else(|| panic!("{graph:#?}"));
+    assert_eq!(u(worker, "inclusive_bytes"), 3000, "{worker}");
+    for e in graph {
+        let name = e["name"].as_str().unwrap_or("");
+        assert!(!name.starts_with("libstdc++") && !name.contains("execute_native_thread_routine"), "{e}");
+    }
+}
