@@ -40,13 +40,16 @@ impl Pruned {
 /// frames of the input (plus a sort of the stacks).
 pub fn prune(stacks: &[(&str, u64)], max_frames: usize) -> Pruned {
     let total: u64 = stacks.iter().fold(0u64, |a, &(_, n)| a.saturating_add(n));
-    let mut keep: Vec<usize> = stacks.iter().map(|(s, _)| s.split(';').count()).collect();
+    let mut keep: Vec<usize> = stacks.iter().map(|(s, _)| frames(s)).collect();
     if total == 0 {
         return Pruned { keep, min_width_pct: INFERNO_MIN_WIDTH_PCT };
     }
-    // Frame by frame, so that the stacks under one node are neighbours.
+    // Frame by frame, so that the stacks under one node are neighbours: bytes compared with
+    // `;` below every other (frames are escaped for a line: no control bytes), which orders
+    // them as their frames in turn would be, without splitting them.
+    let key = |b: &u8| if *b == b';' { 0 } else { *b };
     let mut order: Vec<usize> = (0..stacks.len()).collect();
-    order.sort_unstable_by(|&a, &b| stacks[a].0.split(';').cmp(stacks[b].0.split(';')));
+    order.sort_unstable_by(|&a, &b| stacks[a].0.as_bytes().iter().map(key).cmp(stacks[b].0.as_bytes().iter().map(key)));
     let pct = |n: u64| n as f64 * 100.0 / total as f64;
 
     // The widths of all the graph's nodes, as a histogram on a log scale.
@@ -91,9 +94,9 @@ fn walk(stacks: &[(&str, u64)], order: &[usize], mut node: impl FnMut(usize, u64
     let mut previous: Option<&str> = None;
     for (at, &i) in order.iter().enumerate() {
         let (stack, n) = stacks[i];
-        let shared = previous.map_or(0, |p| p.split(';').zip(stack.split(';')).take_while(|(a, b)| a == b).count());
+        let shared = previous.map_or(0, |p| shared_frames(p, stack));
         close(&mut open, shared, at, order, &mut node);
-        let depth = stack.split(';').count();
+        let depth = frames(stack);
         while open.len() < depth {
             open.push((0, at));
         }
@@ -103,6 +106,20 @@ fn walk(stacks: &[(&str, u64)], order: &[usize], mut node: impl FnMut(usize, u64
         previous = Some(stack);
     }
     close(&mut open, 0, order.len(), order, &mut node);
+}
+
+/// The frames of a folded stack.
+fn frames(stack: &str) -> usize {
+    stack.bytes().filter(|&b| b == b';').count() + 1
+}
+
+/// How many outer frames two folded stacks share.
+fn shared_frames(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let i = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let whole = |s: &[u8]| i == s.len() || s[i] == b';';
+    let before = a[..i].iter().filter(|&&c| c == b';').count();
+    before + usize::from(whole(a) && whole(b))
 }
 
 /// Closes the open nodes deeper than `keep`, their lines ending before `end`.
@@ -203,6 +220,18 @@ mod tests {
         assert_eq!(cut[1], (format!("main;{LEFT_OUT}"), 20_000));
         // Nothing below the width is drawn, and no more than the bound.
         assert!(p.min_width_pct > 0.05);
+    }
+
+    #[test]
+    fn frames_are_shared_whole_or_not_at_all() {
+        assert_eq!(shared_frames("x;y", "x;z"), 1);
+        assert_eq!(shared_frames("x;y", "x;y;z"), 2);
+        assert_eq!(shared_frames("x;y", "x;yz"), 1);
+        assert_eq!(shared_frames("x;y", "x;y"), 2);
+        assert_eq!(shared_frames("a", "b"), 0);
+        // `b!x` sorts before `b;...` bytewise: the node `a;b` must still be one run.
+        let p = prune(&[("a;b", 1), ("a;b!x", 1), ("a;b;c", 1)], MAX_FRAMES);
+        assert_eq!(p.keep, [2, 2, 3]);
     }
 
     #[test]

@@ -43,13 +43,14 @@ impl SiteRow {
         }
     }
 
-    /// Adds another stack's numbers of the same site.
+    /// Adds another stack's numbers of the same site (saturating: a damaged trace's counters
+    /// can be anything).
     fn add(&mut self, o: &SiteRow) {
-        self.bytes += o.bytes;
-        self.blocks += o.blocks;
-        self.rate += o.rate;
-        self.allocs_rate += o.allocs_rate;
-        self.total += o.total;
+        self.bytes = self.bytes.saturating_add(o.bytes);
+        self.blocks = self.blocks.saturating_add(o.blocks);
+        self.rate = self.rate.saturating_add(o.rate);
+        self.allocs_rate = self.allocs_rate.saturating_add(o.allocs_rate);
+        self.total = self.total.saturating_add(o.total);
         self.age_ns = self.age_ns.max(o.age_ns);
     }
 }
@@ -423,11 +424,13 @@ impl Rounds {
         if self.snapshots.last().is_none_or(|&(t, _)| t < at) {
             self.snapshots.push((at, a.in_use_bytes));
         }
-        // The series' 100 ms steps, each at the bytes in use of the last snapshot before it.
-        let steps = (at / crate::tally::STEP_NS) as usize + 1;
-        let mut series = Vec::with_capacity(steps);
+        // The series' 100 ms steps, each at the bytes in use of the last snapshot before it
+        // (the last MAX_STEPS of them: a damaged snapshot's time can be centuries on).
+        let steps = at / crate::tally::STEP_NS + 1;
+        let first = steps.saturating_sub(crate::tally::MAX_STEPS as u64);
+        let mut series = Vec::with_capacity((steps - first) as usize);
         let mut k = 0;
-        for step in 0..steps as u64 {
+        for step in first..steps {
             while k + 1 < self.snapshots.len() && self.snapshots[k + 1].0 <= step * crate::tally::STEP_NS {
                 k += 1;
             }

@@ -9,6 +9,10 @@ use heaplens_interpret::view::{Block, Release, View};
 /// Width of a step of the bytes-in-use series, in nanoseconds.
 pub const STEP_NS: u64 = 100_000_000;
 
+/// Steps of the series kept at most (a day and more): past it the oldest half goes. A screen
+/// shows the last hundred or so; a damaged trace's time can jump by centuries.
+pub const MAX_STEPS: usize = 1 << 20;
+
 /// Per allocation stack.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StackTally {
@@ -78,12 +82,29 @@ impl Tally {
             self.first_ts = ts;
         }
         self.last_ts = self.last_ts.max(ts);
-        let step = ((ts.saturating_sub(self.first_ts)) / STEP_NS) as usize;
+        let step = self.step_of(ts);
         // Steps without events hold the level of the step before.
         let level = self.series.last().copied().unwrap_or(0);
         if self.series.len() <= step {
             self.series.resize(step + 1, level);
         }
+    }
+
+    /// The step of `ts`, the series moved on (its oldest steps dropped) so that it holds at
+    /// most [`MAX_STEPS`].
+    fn step_of(&mut self, ts: u64) -> usize {
+        let step = ts.saturating_sub(self.first_ts) / STEP_NS;
+        if step < MAX_STEPS as u64 {
+            return step as usize;
+        }
+        let drop = step - (MAX_STEPS / 2) as u64;
+        let level = self.series.last().copied().unwrap_or(0);
+        self.series.drain(..(drop as usize).min(self.series.len()));
+        if self.series.is_empty() {
+            self.series.push(level);
+        }
+        self.first_ts = self.first_ts.saturating_add(drop.saturating_mul(STEP_NS));
+        (ts.saturating_sub(self.first_ts) / STEP_NS).min(MAX_STEPS as u64 - 1) as usize
     }
 
     fn note_level(&mut self) {
@@ -151,7 +172,7 @@ impl Tally {
         if self.first_ts == 0 || now <= self.last_ts {
             return;
         }
-        let step = ((now - self.first_ts) / STEP_NS) as usize;
+        let step = self.step_of(now);
         let level = self.series.last().copied().unwrap_or(0);
         if self.series.len() <= step {
             self.series.resize(step + 1, level);
@@ -206,5 +227,15 @@ mod tests {
         let s2 = t.stacks[&2];
         assert_eq!((s2.live_bytes, s2.allocated_bytes, s2.allocations, s2.old_blocks), (30, 80, 2, 0));
         assert_eq!((t.threads[&7].allocations, t.threads[&7].live_bytes), (3, 130));
+    }
+
+    #[test]
+    fn a_time_centuries_on_keeps_the_series_bounded() {
+        let mut t = Tally::new(1_000_000_000);
+        t.allocation(&block(1_000_000_000, 0x10, 100, 1));
+        t.allocation(&block(1 << 62, 0x20, 50, 2));
+        t.extend_to(u64::MAX);
+        assert!(t.series.len() <= MAX_STEPS, "{}", t.series.len());
+        assert_eq!(t.series.last().copied(), Some(150), "the level goes on");
     }
 }

@@ -135,15 +135,10 @@ pub fn analyze_tree(traces: &[PathBuf], opts: &Options) -> anyhow::Result<Vec<Re
 fn tree_report(a: &ReportArgs, opts: &Options, traces: &[PathBuf]) -> anyhow::Result<()> {
     let reports = analyze_tree(traces, opts)?;
     let tree = heaplens_report::tree::merge(&reports);
-    let out = match a.format {
-        Format::Text => heaplens_report::tree::render(&tree, &text_options(a, opts)),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&tree).context("cannot serialize the report")?;
-            s.push('\n');
-            s
-        }
-    };
-    print(&out)
+    match a.format {
+        Format::Text => print(&heaplens_report::tree::render(&tree, &text_options(a, opts))),
+        Format::Json => print_json(&tree),
+    }
 }
 
 fn text_options(a: &ReportArgs, opts: &Options) -> TextOptions {
@@ -171,15 +166,10 @@ fn memory_report(a: &ReportArgs, trace: &Path, opts: &Options) -> anyhow::Result
             trace.display()
         );
     }
-    let out = match a.format {
-        Format::Text => render_text::render(&report, &text_options(a, opts)),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&report).context("cannot serialize the report")?;
-            s.push('\n');
-            s
-        }
-    };
-    print(&out)
+    match a.format {
+        Format::Text => print(&render_text::render(&report, &text_options(a, opts))),
+        Format::Json => print_json(&report),
+    }
 }
 
 /// `heaplens report --cpu`.
@@ -197,15 +187,10 @@ fn cpu_report(a: &ReportArgs, trace: &Path, opts: &Options) -> anyhow::Result<()
             render_text::health_of(&r.trace)
         );
     }
-    let out = match a.format {
-        Format::Text => heaplens_report::cpu::text::render(&r, a.top),
-        Format::Json => {
-            let mut s = serde_json::to_string_pretty(&r).context("cannot serialize the report")?;
-            s.push('\n');
-            s
-        }
-    };
-    print(&out)
+    match a.format {
+        Format::Text => print(&heaplens_report::cpu::text::render(&r, a.top)),
+        Format::Json => print_json(&r),
+    }
 }
 
 /// Whether the trace was recorded with `--cpu-only`: it has CPU samples and no allocation
@@ -216,6 +201,21 @@ fn cpu_only(trace: &std::path::Path) -> bool {
 }
 
 /// Writes a report to stdout.
+/// Writes `value` as pretty JSON and a line end to stdout, streamed: a report of 145,000
+/// functions made a document of hundreds of megabytes when it was built as a string first.
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut stdout = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut stdout, value)
+        .map_err(io::Error::from)
+        .and_then(|()| stdout.write_all(b"\n"))
+        .and_then(|()| stdout.flush());
+    match written {
+        // `heaplens report t --format json | head` is not an error.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("cannot write the report"),
+    }
+}
+
 pub fn print(out: &str) -> anyhow::Result<()> {
     let mut stdout = io::stdout().lock();
     match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {

@@ -28,8 +28,8 @@ pub fn lifetimes(
                 }
                 None => ("<unknown>".into(), None),
             };
-            let last = |h: &[u64; BUCKETS]| h.iter().rposition(|&n| n > 0).map_or(0, |k| k + 1);
-            let (ns, steps) = (median(&l.ns, l.freed), median(&l.steps, l.freed));
+            let (ns_buckets, steps_buckets) = (l.ns.dense(), l.steps.dense());
+            let (ns, steps) = (median(&ns_buckets, l.freed), median(&steps_buckets, l.freed));
             LifetimeRow {
                 function,
                 module,
@@ -41,8 +41,8 @@ pub fn lifetimes(
                 median_steps: steps.0,
                 median_steps_high: steps.1,
                 live_at_exit: l.live_at_exit,
-                ns_buckets: l.ns[..last(&l.ns)].to_vec(),
-                steps_buckets: l.steps[..last(&l.steps)].to_vec(),
+                ns_buckets,
+                steps_buckets,
             }
         })
         .collect();
@@ -53,7 +53,7 @@ pub fn lifetimes(
 }
 
 /// The bounds of the bucket holding the median of `n` values (`(0, 0)` for none).
-fn median(h: &[u64; BUCKETS], n: u64) -> (u64, u64) {
+fn median(h: &[u64], n: u64) -> (u64, u64) {
     let mut seen = 0;
     for (k, &c) in h.iter().enumerate() {
         seen += c;
