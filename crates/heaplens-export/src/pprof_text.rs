@@ -28,9 +28,11 @@ pub fn write(w: &mut dyn Write, t: &Trace, stacks: &[(u32, StackTotals)], done: 
     let (inuse_n, inuse_b, alloc_n, alloc_b) =
         (sum(|s| s.leaked), sum(|s| s.leaked_bytes), sum(|s| s.allocs), sum(|s| s.bytes));
     writeln!(w, "heap profile: {inuse_n:6}: {inuse_b:8} [{alloc_n:6}: {alloc_b:8}] @ heapprofile")?;
+    // As deep as the other views read these many stacks.
+    let depth = heaplens_interpret::load::depth_for(stacks.len());
     for (id, s) in stacks.iter().filter(|(_, s)| s.allocs > 0) {
         write!(w, "{:6}: {:8} [{:6}: {:8}] @", s.leaked, s.leaked_bytes, s.allocs, s.bytes)?;
-        for (i, (_, addr)) in t.stacks.walk(*id).enumerate() {
+        for (i, (_, addr)) in t.stacks.walk_within(*id, depth).enumerate() {
             write!(w, " 0x{:x}", if i == 0 { addr.saturating_sub(1) } else { addr })?;
         }
         writeln!(w)?;

@@ -82,13 +82,26 @@ pub const MAX_STACK_ID: u32 = 1 << 28;
 /// by 2^28 ids (3 GiB) from a trace of 7 KB.
 pub const MAX_ID_GAP: usize = 1 << 20;
 
-/// Frames of a stack the views read: its innermost 256. A trace is outside input, and a chain
-/// of nodes with thousands of allocations each on a branch of its own near its deep end makes
-/// every path that long: memory and time by the number of stacks times this depth (60,000
-/// stacks 1,000 frames deep, a 376 KB trace, took the report 645 MB and a flame graph 1.17 GB
-/// at 1,024). A deeper stack counts as incomplete, as one whose outer frames were lost.
-/// Programs rarely go deeper but by recursion, whose innermost frames say what allocates.
-pub const MAX_DEPTH: usize = 256;
+/// Frames of a stack the views read at most: its innermost 1024 (what the monitor records by
+/// default). A trace is outside input, and a chain of 100,000 nodes with thousands of
+/// allocations on its deep end would make every path that long: memory and time by the
+/// square of the file. A deeper stack counts as incomplete, as one whose outer frames were
+/// lost. Views of many stacks read fewer ([`depth_for`]).
+pub const MAX_DEPTH: usize = 1024;
+
+/// Frames a view of many stacks reads at least ([`depth_for`]).
+pub const MIN_DEPTH: usize = 256;
+
+/// Frames all of a view's paths may hold together before each is read less deep: 60,000
+/// stacks 1,000 frames deep (a 376 KB trace) took the report 645 MB and a flame graph 1.17 GB
+/// read 1,024 deep.
+pub const FRAME_BUDGET: usize = 8 << 20;
+
+/// How deep a view of `stacks` stacks reads each: [`MAX_DEPTH`], or less (down to
+/// [`MIN_DEPTH`]) so that all of them hold at most [`FRAME_BUDGET`] frames.
+pub fn depth_for(stacks: usize) -> usize {
+    (FRAME_BUDGET / stacks.max(1)).clamp(MIN_DEPTH, MAX_DEPTH)
+}
 
 /// Marks a node id whose definition was never read (a truncated or damaged trace).
 const UNDEFINED: u32 = u32::MAX;
@@ -141,6 +154,11 @@ impl StackTable {
     /// stops early at an undefined node, and ends: at most [`MAX_DEPTH`] steps, whatever
     /// loops a damaged trace's parents make.
     pub fn walk(&self, id: u32) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.walk_within(id, MAX_DEPTH)
+    }
+
+    /// As [`StackTable::walk`], at most `depth` frames.
+    pub fn walk_within(&self, id: u32, depth: usize) -> impl Iterator<Item = (u32, u64)> + '_ {
         let mut cur = id;
         std::iter::from_fn(move || {
             let (parent, addr) = self.get(cur)?;
@@ -148,14 +166,19 @@ impl StackTable {
             cur = parent;
             Some((node, addr))
         })
-        .take(MAX_DEPTH)
+        .take(depth)
     }
 
     /// True when the walk from `id` reaches the root within [`MAX_DEPTH`] frames without
     /// meeting an undefined node.
     pub fn is_complete(&self, id: u32) -> bool {
+        self.is_complete_within(id, MAX_DEPTH)
+    }
+
+    /// As [`StackTable::is_complete`], within `depth` frames.
+    pub fn is_complete_within(&self, id: u32, depth: usize) -> bool {
         let mut cur = id;
-        for _ in 0..=MAX_DEPTH {
+        for _ in 0..=depth {
             if cur == 0 {
                 return true;
             }

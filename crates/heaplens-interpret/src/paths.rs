@@ -495,13 +495,14 @@ fn resolve_paths(
     attribution: &Attribution,
 ) -> (FrameTable, Paths) {
     // 1. Unique return addresses, visiting each trie node about once (stacks share
-    //    prefixes). A walk reads at most MAX_DEPTH frames, so a node first met at depth d0 had
-    //    MAX_DEPTH - d0 of its outer frames read: a walk meeting it at depth d >= d0 needs no
+    //    prefixes). A walk reads at most `depth` frames, so a node first met at depth d0 had
+    //    `depth` - d0 of its outer frames read: a walk meeting it at depth d >= d0 needs no
     //    more, one meeting it nearer its inner end goes on.
+    let depth = crate::load::depth_for(ids.len());
     let mut first_depth = vec![u32::MAX; stacks.len()];
     let mut addrs: Vec<u64> = Vec::new();
     for &id in ids {
-        for (d, (node, addr)) in stacks.walk(id).enumerate() {
+        for (d, (node, addr)) in stacks.walk_within(id, depth).enumerate() {
             let seen = &mut first_depth[node as usize];
             if *seen <= d as u32 {
                 break;
@@ -546,11 +547,11 @@ fn resolve_paths(
     let mut buf: Vec<SiteId> = Vec::new();
     for &id in ids {
         buf.clear();
-        for (_, addr) in stacks.walk(id) {
+        for (_, addr) in stacks.walk_within(id, depth) {
             let (s, n) = addr_sites[&addr];
             buf.extend_from_slice(&site_arena[s as usize..(s + n) as usize]);
         }
-        if !stacks.is_complete(id) {
+        if !stacks.is_complete_within(id, depth) {
             paths.incomplete += 1;
         }
         if inner == Inner::Sample {

@@ -96,16 +96,25 @@ impl Output {
                 let real = link_target(path)?;
                 // A replaced file keeps its mode; a new one gets the usual 0666 less the umask
                 // (tempfile's own 0600 would hide outputs from their readers).
-                let mode = existing.map(|m| m.mode() & 0o777).unwrap_or(0o666);
+                let mode = existing.as_ref().map(|m| m.mode() & 0o777).unwrap_or(0o666);
                 let dir = match real.parent() {
                     Some(d) if !d.as_os_str().is_empty() => d,
                     _ => Path::new("."),
                 };
+                if !dir.is_dir() {
+                    let why = format!("the directory {} does not exist", dir.display());
+                    return Err(io::Error::new(io::ErrorKind::NotFound, why));
+                }
                 let tmp = tempfile::Builder::new()
                     .prefix(".heaplens-")
                     .suffix(".tmp")
                     .permissions(Permissions::from_mode(mode))
                     .tempfile_in(dir)?;
+                if let Ok(m) = &existing {
+                    // A replaced file keeps its owner where heaplens may give it (root writing
+                    // over another user's file must not take it from them).
+                    let _ = std::os::unix::fs::fchown(tmp.as_file(), Some(m.uid()), Some(m.gid()));
+                }
                 Ok(Output { path: real, target: Target::Replace(tmp) })
             }
         }
@@ -305,8 +314,9 @@ pub fn create_request(path: &Path) -> io::Result<()> {
 /// `InvalidInput` when `dir` is one of `inputs`; the error of `create_dir_all`.
 pub fn create_dir(dir: &Path, inputs: &[&Path]) -> io::Result<()> {
     refuse_inputs(dir, inputs)?;
-    if descriptor(dir).is_some() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "this output is a directory: give a directory's name"));
+    let directory = "this output is a directory: give a directory's name";
+    if descriptor(dir).is_some() || std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, directory));
     }
     std::fs::create_dir_all(dir)
 }
@@ -462,6 +472,33 @@ mod tests {
         assert!(std::fs::symlink_metadata(&a).unwrap().file_type().is_symlink());
         assert_eq!(Output::create(Path::new("/dev/fd/987654"), &[]).unwrap_err().kind(), io::ErrorKind::NotFound);
         assert!(create_dir(Path::new("/dev/stdout"), &[]).is_err());
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_owner_and_a_missing_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = dir.path().join("theirs.txt");
+        std::fs::write(&theirs, b"old").unwrap();
+        // As root (the tests' user in CI), the file is another user's: it stays theirs.
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root {
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        }
+        let out = Output::create(&theirs, &[]).unwrap();
+        out.file().unwrap().write_all(b"new").unwrap();
+        out.commit().unwrap();
+        let m = std::fs::metadata(&theirs).unwrap();
+        assert_eq!(std::fs::read(&theirs).unwrap(), b"new");
+        if root {
+            assert_eq!((m.uid(), m.gid()), (65534, 65534));
+        }
+        let missing = dir.path().join("nodir").join("x.svg");
+        let e = Output::create(&missing, &[]).unwrap_err();
+        assert!(e.to_string().contains("nodir does not exist") && !e.to_string().contains(".heaplens-"), "{e}");
+        // A directory output onto a file is said to be one.
+        let e = create_dir(&theirs, &[]).unwrap_err();
+        assert!(e.to_string().contains("this output is a directory"), "{e}");
     }
 
     #[test]

@@ -231,7 +231,17 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
             }
         }
     }
-    let mut child = cmd.spawn().with_context(|| format!("cannot run {shown}"))?;
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        // As a shell, `env` and `timeout` say it: 127 for a program not found, 126 for one
+        // that cannot run, so that a script testing for them sees the same under heaplens.
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => {
+            eprintln!("heaplens: error: cannot run {shown}: {e}");
+            let code = if e.kind() == std::io::ErrorKind::NotFound { 127 } else { 126 };
+            return Ok(ExitCode::from(code));
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot run {shown}")),
+    };
     let child_id = child.id();
     let trace = naming::fill_pid(dest.monitor.as_os_str(), &child.id().to_string());
     // Symbolize on the side as the stacks reach the trace (see `symbolize::embedded`), except

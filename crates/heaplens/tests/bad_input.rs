@@ -15,6 +15,13 @@ fn missing_program() {
     let out = heaplens(&dir, &["run", "-o", trace.to_str().unwrap(), "--", "/nonexistent/program"]);
     assert_one_line_error(&out, "heaplens run -- /nonexistent/program");
     assert!(out.stderr.contains("/nonexistent/program"), "the error names the program\n{}", out.show());
+    // The status a shell gives: 127 for a program not found, 126 for one that cannot run.
+    assert_eq!(out.status.code(), Some(127), "{}", out.show());
+    let text = dir.join("not-a-program.txt");
+    std::fs::write(&text, "just text\n").unwrap();
+    let out = heaplens(&dir, &["run", "-q", "-o", trace.to_str().unwrap(), "--", text.to_str().unwrap()]);
+    assert_one_line_error(&out, "heaplens run -- a file that is no program");
+    assert_eq!(out.status.code(), Some(126), "{}", out.show());
 }
 
 #[test]

@@ -26,9 +26,11 @@ pub fn write(
     let mut frames: Vec<(Frame, bool)> = Vec::new();
     let (mut stack_id, mut depth, mut frame_index) = (UInt32Builder::new(), UInt32Builder::new(), UInt32Builder::new());
     let mut buf = Vec::new();
+    // As deep as the other views read these many stacks.
+    let read_depth = heaplens_interpret::load::depth_for(ids.len());
     for &id in ids {
         let mut d = 0u32;
-        for (_, addr) in t.stacks.walk(id) {
+        for (_, addr) in t.stacks.walk_within(id, read_depth) {
             let indices = of_addr.entry(addr).or_insert_with(|| {
                 buf.clear();
                 sym.symbolize(addr, &mut buf);
