@@ -17,8 +17,15 @@ struct Slot {
     at: u32,
 }
 
-/// The key of a free slot: no block starts at the last byte of the address space.
+/// The key of a free slot: no block starts at the last byte of the address space. A damaged
+/// trace may claim one does: such an address is kept as the byte before it ([`key`]).
 const EMPTY: u64 = u64::MAX;
+
+/// The key of the block at `addr`: `addr`, but never [`EMPTY`].
+#[inline(always)]
+fn key(addr: u64) -> u64 {
+    addr.min(EMPTY - 1)
+}
 
 /// A free slot.
 const FREE: Slot = Slot { key: EMPTY, at: 0 };
@@ -99,6 +106,7 @@ impl<B: Copy> LiveBlocks<B> {
     /// replay).
     #[inline]
     pub fn insert_with(&mut self, addr: u64, make: impl FnOnce() -> B) -> (Option<B>, &B) {
+        let addr = key(addr);
         let (i, found) = self.find(addr);
         if found {
             let at = self.slots[i].at as usize;
@@ -118,7 +126,7 @@ impl<B: Copy> LiveBlocks<B> {
     /// Ends the block live at `addr`, if any: where it lay (kept until the next insert).
     #[inline]
     pub fn remove(&mut self, addr: u64) -> Option<&B> {
-        let (mut hole, found) = self.find(addr);
+        let (mut hole, found) = self.find(key(addr));
         if !found {
             return None;
         }
@@ -160,7 +168,7 @@ impl<B: Copy> LiveBlocks<B> {
 
     /// Whether a block is live at `addr`.
     pub fn contains(&self, addr: u64) -> bool {
-        self.find(addr).1
+        self.find(key(addr)).1
     }
 
     /// The live blocks, in no particular order.
@@ -235,5 +243,20 @@ mod tests {
             assert_eq!(l.remove(addr), Some(&v));
         }
         assert!(l.is_empty() && !l.contains(16));
+    }
+}
+
+#[cfg(test)]
+mod last_address {
+    use super::LiveBlocks;
+
+    #[test]
+    fn a_block_at_the_last_address_is_kept_and_released() {
+        // A damaged trace's allocation at 2^64 - 1, the free slot's key.
+        let mut live: LiveBlocks<u64> = LiveBlocks::default();
+        assert!(live.insert_with(u64::MAX, || 7).0.is_none());
+        assert!(live.contains(u64::MAX) && live.len() == 1);
+        assert_eq!(live.remove(u64::MAX).copied(), Some(7));
+        assert!(live.is_empty());
     }
 }

@@ -230,6 +230,23 @@ fn an_event_naming_stack_2e28_minus_1_takes_memory_by_what_the_file_holds() {
 }
 
 #[test]
+fn a_block_at_the_last_address_is_no_free_slot() {
+    let dir = WorkDir::new("views-last-address");
+    // 2^64 - 1 is the live maps' mark of a free slot: a trace may still name it.
+    let events = rows(&[
+        (Op::Malloc, u64::MAX, 64, 0),
+        (Op::Malloc, 0x1000_0000, 32, 0),
+        (Op::Free, u64::MAX, 0, 0),
+        (Op::Malloc, u64::MAX, 16, 0),
+    ]);
+    let trace = dir.join("last-address.hltrace");
+    write_raw(&trace, &[(BlockKind::Events, events)]);
+    for e in run_views(&dir, &trace, "a block at 2^64 - 1", &[], TIME_LIMIT) {
+        assert!(e.completed(), "{}: {}", e.what, e.stderr);
+    }
+}
+
+#[test]
 fn stack_nodes_each_1m_past_the_last_take_memory_by_the_nodes_present() {
     let dir = WorkDir::new("views-trie-gaps");
     // 255 Stacks blocks of one node each, 2^20 ids apart: a trace of 7 KB.

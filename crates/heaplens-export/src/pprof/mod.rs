@@ -68,6 +68,8 @@ struct Builder {
     locations: HashMap<u64, (u64, usize)>,
     functions: HashMap<(String, String), u64>,
     frames: Vec<Frame>,
+    /// Frames of a stack read ([`heaplens_interpret::load::depth_for`] the profile's stacks).
+    depth: usize,
 }
 
 impl Builder {
@@ -118,7 +120,8 @@ impl Builder {
         }
         let (sym, _damaged) = for_trace(path, t);
         let thread = s.id("thread");
-        Builder { s, p, ranges, sym, thread, locations: HashMap::new(), functions: HashMap::new(), frames: Vec::new() }
+        let (locations, functions, frames) = (HashMap::new(), HashMap::new(), Vec::new());
+        Builder { s, p, ranges, sym, thread, locations, functions, frames, depth: heaplens_interpret::load::MAX_DEPTH }
     }
 
     /// The location of return address `addr` (symbolized the first time it is met), and its
@@ -167,7 +170,7 @@ impl Builder {
     fn sample(&mut self, t: &Trace, stack: u32, tid: u32, value: Vec<i64>, frames: Option<usize>) {
         let mut location_id = Vec::new();
         let mut seen = 0;
-        for (_, addr) in t.stacks.walk(stack) {
+        for (_, addr) in t.stacks.walk_within(stack, self.depth) {
             if frames.is_some_and(|k| seen >= k && !location_id.is_empty()) {
                 break;
             }
@@ -220,6 +223,7 @@ pub fn write(
     if let Some(proc) = &t.process {
         b.p.period = proc.sample_rate as i64;
     }
+    b.depth = heaplens_interpret::load::depth_for(stacks.len());
     for &((stack, tid), totals) in stacks {
         if totals.allocs == 0 && totals.leaked == 0 {
             continue;
