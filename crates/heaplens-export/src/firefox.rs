@@ -78,6 +78,23 @@ pub struct Firefox<'t> {
     stacks_left_out: usize,
 }
 
+/// The stack `parent` with a frame labelled `label` on top, on `thread`'s tables.
+fn label_stack(
+    profile: &mut Profile,
+    thread: ThreadHandle,
+    category: CategoryPairHandle,
+    parent: Option<StackHandle>,
+    label: &str,
+) -> StackHandle {
+    let info = FrameInfo {
+        frame: fxprof_processed_profile::Frame::Label(profile.intern_string(label)),
+        category_pair: category,
+        flags: FrameFlags::empty(),
+    };
+    let frame = profile.intern_frame(thread, info);
+    profile.intern_stack(thread, parent, frame)
+}
+
 impl<'t> Firefox<'t> {
     /// A profile of trace `t`, symbolized by `sym`.
     pub fn new(t: &'t Trace, sym: Box<dyn Symbolizer>) -> Self {
@@ -173,13 +190,7 @@ impl<'t> Firefox<'t> {
                         // Frame by frame, to count the entries that are new (handles grow).
                         let mut stack = None;
                         for l in labels {
-                            let info = FrameInfo {
-                                frame: fxprof_processed_profile::Frame::Label(self.profile.intern_string(l)),
-                                category_pair: category,
-                                flags: FrameFlags::empty(),
-                            };
-                            let frame = self.profile.intern_frame(thread, info);
-                            let s = self.profile.intern_stack(thread, stack, frame);
+                            let s = label_stack(&mut self.profile, thread, category, stack, l);
                             if newest.is_none_or(|n| s > n) {
                                 newest = Some(s);
                                 self.stack_frames += 1;
@@ -211,14 +222,7 @@ impl<'t> Firefox<'t> {
         let addrs: Vec<(u32, u64)> = self.trace.stacks.walk(id).collect();
         if self.stack_frames >= MAX_STACK_FRAMES {
             self.stacks_left_out += 1;
-            let s = self.profile.intern_string(LEFT_OUT);
-            let info = FrameInfo {
-                frame: fxprof_processed_profile::Frame::Label(s),
-                category_pair: self.category,
-                flags: FrameFlags::empty(),
-            };
-            let frame = self.profile.intern_frame(self.thread, info);
-            let stack = Some(self.profile.intern_stack(self.thread, None, frame));
+            let stack = Some(label_stack(&mut self.profile, self.thread, self.category, None, LEFT_OUT));
             self.stacks.insert(id, stack);
             return stack;
         }
@@ -236,16 +240,7 @@ impl<'t> Firefox<'t> {
                     Some(n) => n.clone(),
                     None => format!("0x{addr:x}"),
                 };
-                let s = self.profile.intern_string(&label);
-                let frame = self.profile.intern_frame(
-                    self.thread,
-                    FrameInfo {
-                        frame: fxprof_processed_profile::Frame::Label(s),
-                        category_pair: self.category,
-                        flags: FrameFlags::empty(),
-                    },
-                );
-                parent = Some(self.profile.intern_stack(self.thread, parent, frame));
+                parent = Some(label_stack(&mut self.profile, self.thread, self.category, parent, &label));
                 self.stack_frames += 1;
             }
             self.stacks.insert(node, parent);

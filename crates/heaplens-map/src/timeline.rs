@@ -106,13 +106,20 @@ impl Timeline {
         let col = self.col(ts);
         // The level when the window began: before its first event, or before the first event
         // after it (a window with no event of its own).
-        if (col.is_some() || ts > self.time.t1) && self.start.is_none() {
-            self.start = Some((self.live.clone(), self.marks));
+        if col.is_some() || ts > self.time.t1 {
+            self.begin();
         }
         self.live[site] += delta;
         self.total += delta;
         if let Some(col) = col {
             self.at(col, ts, false);
+        }
+    }
+
+    /// Notes the levels now as the window's start, unless it began already.
+    fn begin(&mut self) {
+        if self.start.is_none() {
+            self.start = Some((self.live.clone(), self.marks));
         }
     }
 
@@ -129,9 +136,6 @@ impl Timeline {
                 self.ends[at..].copy_from_slice(&self.live);
             }
             _ => {
-                if self.start.is_none() {
-                    self.start = Some((self.live.clone(), self.marks));
-                }
                 self.runs.push(Run { col, marks: self.marks, high: self.total, ts, tentative });
                 self.splits.extend_from_slice(&self.live);
                 self.ends.extend_from_slice(&self.live);
@@ -199,6 +203,7 @@ impl View for Timeline {
         if self.later && r.addr != 0 {
             self.marks += 1;
             if let Some(col) = self.col(r.ts) {
+                self.begin();
                 self.at(col, r.ts, true);
             }
         }

@@ -253,7 +253,7 @@ const SAMPLES_SWEEP_NS: u64 = 50_000_000;
 
 fn writer_loop() {
     let mut last_sweep = procinfo::now_ns();
-    let (mut last_clock, mut last_clock_rounds) = (0, 0u64);
+    let mut last_clock = 0;
     let (mut last_names, mut named) = (0, std::collections::HashMap::new());
     let wait = if crate::cpu_only() { SAMPLES_SWEEP_NS } else { SWEEP_NS };
     while crate::trace_open() {
@@ -276,11 +276,10 @@ fn writer_loop() {
         // killed early on (a few bytes every 50 ms).
         if now - last_clock >= CLOCK_NS {
             queue::extra(BlockKind::Clock, procinfo::clock_sync().encode());
+            let first = last_clock == 0;
             last_clock = now;
             // A first snapshot at once tells a reader (`heaplens live`) that the trace holds
             // counters, not events, before the program ends or is asked for one.
-            let first = last_clock_rounds == 0;
-            last_clock_rounds += 1;
             if crate::aggregate::enabled() && (first || path().is_some_and(|p| crate::aggregate::snapshot_wanted(&p))) {
                 queue::extra(BlockKind::Aggregate, aggregate_snapshot());
             }

@@ -450,7 +450,7 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
             // follows the new one by the name above).
             eprintln!("heaplens: the trace replaces {} once recording ends", old.display());
         }
-        eprintln!("heaplens: detach with Ctrl-C or: {} detach {pid}", crate::run::invoked_as());
+        eprintln!("heaplens: detach with Ctrl-C or: {} detach {pid}", crate::invocation::invoked_as());
     }
     let symbols = heaplens_interpret::symbolize::embedded::OnTheSide::start(&trace, pid);
     let start = Instant::now();
@@ -485,7 +485,7 @@ pub fn execute_attach(a: &AttachArgs) -> Result<ExitCode> {
     };
     if !a.quiet {
         eprintln!("heaplens: {how}: trace written to {}", shown.display());
-        eprintln!("heaplens: see it with: {} report {}", crate::run::invoked_as(), shown.display());
+        eprintln!("heaplens: see it with: {} report {}", crate::invocation::invoked_as(), shown.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -11,6 +11,7 @@ mod attribution;
 mod check;
 mod diff;
 mod export;
+mod invocation;
 mod live;
 mod map;
 mod one_process;

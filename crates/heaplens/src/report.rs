@@ -91,7 +91,7 @@ fn traces(a: &ReportArgs) -> anyhow::Result<Vec<PathBuf>> {
     }
     if pids.len() > 1 {
         // The images before the exec are reachable by their own files.
-        let me = crate::run::invoked_as();
+        let me = crate::invocation::invoked_as();
         let earlier: Vec<String> =
             pids[..pids.len() - 1].iter().map(|t| format!("{me} report --alone {}", t.display())).collect();
         eprintln!(

@@ -298,7 +298,7 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
                 for extra in &children {
                     eprintln!("heaplens: trace of {} written to {}", program_of(extra), extra.display());
                 }
-                let me = invoked_as();
+                let me = crate::invocation::invoked_as();
                 if children.is_empty() {
                     eprintln!("heaplens: see it with: {me} report {}", trace.display());
                 } else {
@@ -434,23 +434,4 @@ fn gather_children(template: &Path, trace: &Path, root: u32) {
             let _ = std::fs::rename(&path, &to);
         }
     }
-}
-
-/// How the user can run this heaplens again: `heaplens` when that name on `PATH` is this
-/// executable, else its path (`target/release/heaplens` after a build), so that the command
-/// heaplens suggests works when pasted.
-pub(crate) fn invoked_as() -> String {
-    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else { return "heaplens".into() };
-    let on_path = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("heaplens"))
-            .find(|p| p.is_file())
-            .and_then(|p| std::fs::canonicalize(p).ok())
-            .is_some_and(|p| p == me)
-    });
-    if on_path {
-        return "heaplens".into();
-    }
-    let shown = std::env::current_dir().ok().and_then(|d| me.strip_prefix(d).ok().map(Path::to_path_buf));
-    heaplens_interpret::names::for_terminal(&shown.unwrap_or(me).display().to_string()).into_owned()
 }

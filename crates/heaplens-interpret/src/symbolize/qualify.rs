@@ -107,18 +107,19 @@ fn is_cxx<R: gimli::Reader<Offset = usize>>(unit: UnitRef<'_, R>) -> bool {
     )
 }
 
+/// The entry `e` takes its name from: its abstract origin, or the declaration it specifies.
+fn origin<R: gimli::Reader<Offset = usize>>(e: &gimli::DebuggingInformationEntry<'_, '_, R>) -> Option<UnitOffset> {
+    [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification].into_iter().find_map(|a| match e.attr_value(a) {
+        Ok(Some(AttributeValue::UnitRef(o))) => Some(o),
+        _ => None,
+    })
+}
+
 /// The entry that declares the function at `die`: its abstract origin's, its specification's.
 fn declaration<R: gimli::Reader<Offset = usize>>(unit: UnitRef<'_, R>, die: UnitOffset) -> Option<UnitOffset> {
     let mut at = die;
     for _ in 0..MAX_LINKS {
-        let e = unit.entry(at).ok()?;
-        let next = [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification].into_iter().find_map(|a| {
-            match e.attr_value(a) {
-                Ok(Some(AttributeValue::UnitRef(o))) => Some(o),
-                _ => None,
-            }
-        });
-        match next {
+        match origin(&unit.entry(at).ok()?) {
             Some(o) => at = o,
             None => return Some(at),
         }
@@ -137,12 +138,7 @@ fn function_name<R: gimli::Reader<Offset = usize>>(unit: UnitRef<'_, R>, die: Un
                 return Some(super::demangle::demangle(&n).into_owned());
             }
         }
-        match [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification].into_iter().find_map(|a| {
-            match e.attr_value(a) {
-                Ok(Some(AttributeValue::UnitRef(o))) => Some(o),
-                _ => None,
-            }
-        }) {
+        match origin(&e) {
             Some(o) => at = o,
             None => return string(unit, &e, gimli::DW_AT_name),
         }
