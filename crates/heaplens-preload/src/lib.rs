@@ -53,6 +53,7 @@ pub mod real;
 pub mod record;
 pub mod resolve;
 pub mod sampling;
+pub mod solo;
 pub mod stats;
 pub mod sysalloc;
 pub mod thread;

@@ -354,7 +354,7 @@ impl Payload {
 pub fn write_pending() {
     let Ok(mut trie_lock) = intern::TRIE.lock() else { return };
     let trie = trie_lock.get_or_insert_with(intern::Trie::new);
-    let buffers = queue::QUEUE.lock().map(|mut q| std::mem::take(&mut *q)).unwrap_or_default();
+    let (buffers, time_shift) = crate::solo::take();
     let extras = queue::EXTRA.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
     let mut events = Vec::with_capacity(buffers.len());
     let mut pool = Vec::with_capacity(buffers.len());
@@ -404,8 +404,8 @@ pub fn write_pending() {
     for rec in &samples {
         result = result.and_then(|()| s.writer.write_block(BlockKind::Samples, &rec.encode()));
     }
-    let tids: Vec<u32> =
-        events.iter().map(|p| heaplens_trace::varint::read_var(p.bytes(), &mut 0).unwrap_or(0) as u32).collect();
+    let tids: Vec<u32> = events.iter().map(|p| heaplens_trace::event::tid(p.bytes()).unwrap_or(0)).collect();
+    s.columns.set_time_shift(time_shift);
     let mut i = 0;
     while i < events.len() {
         let now = procinfo::now_ns();

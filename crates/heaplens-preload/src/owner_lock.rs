@@ -131,6 +131,28 @@ impl OwnerLock {
         false
     }
 
+    /// Looks into several owners' states from another thread without waiting: takes each of
+    /// `locks` that no other thief holds and whose owner is outside [`OwnerLock::enter`] (one
+    /// barrier serves them all), calls `f` with which were taken, in order, and lets them go.
+    /// An owner that enters meanwhile waits until then.
+    pub fn peek_all<R>(locks: &[&OwnerLock], f: impl FnOnce(&[bool]) -> R) -> R {
+        let won: Vec<bool> = locks
+            .iter()
+            .map(|l| l.thief.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok())
+            .collect();
+        if won.iter().any(|&w| w) {
+            thief_fence();
+        }
+        let taken: Vec<bool> = locks.iter().zip(&won).map(|(l, &w)| w && !l.busy.load(Ordering::Acquire)).collect();
+        let r = f(&taken);
+        for (l, &w) in locks.iter().zip(&won) {
+            if w {
+                l.thief.store(false, Ordering::Release);
+            }
+        }
+        r
+    }
+
     /// Releases a lock taken with [`OwnerLock::steal`].
     pub fn unsteal(&self) {
         self.thief.store(false, Ordering::Release);

@@ -19,6 +19,11 @@ pub fn choose_time_source() -> heaplens_trace::TimeSource {
     }
 }
 
+/// Whether events are stamped with the TSC (see [`choose_time_source`]).
+pub fn tsc() -> bool {
+    TSC.load(Ordering::Relaxed)
+}
+
 /// An event timestamp: TSC ticks (in units of [`heaplens_trace::TSC_UNIT`] ticks) or
 /// `CLOCK_MONOTONIC` nanoseconds (see [`choose_time_source`]); about a third of the cost of
 /// `clock_gettime`.
@@ -26,7 +31,18 @@ pub fn choose_time_source() -> heaplens_trace::TimeSource {
 pub fn now_ticks() -> u64 {
     if TSC.load(Ordering::Relaxed) {
         // SAFETY: rdtsc has no preconditions on x86_64.
-        unsafe { std::arch::x86_64::_rdtsc() >> heaplens_trace::TSC_UNIT.trailing_zeros() }
+        unsafe {
+            // `rdtsc` does not wait for the instructions before it: a thread that takes a
+            // pointer from another and frees it could read the clock before the load that
+            // gave it the pointer, ahead of the other thread's stamp for its allocation (a
+            // ping-pong of blocks between two threads, `examples/turns.c`, left 0.1-4% of its
+            // frees unmatched). `lfence` makes it wait; a process with one thread needs no
+            // order between threads and saves it.
+            if !single_threaded() {
+                std::arch::x86_64::_mm_lfence();
+            }
+            std::arch::x86_64::_rdtsc() >> heaplens_trace::TSC_UNIT.trailing_zeros()
+        }
     } else {
         now_ns()
     }

@@ -154,8 +154,15 @@ impl ThreadState {
         self.header = self.pos;
     }
 
-    fn has_events(&self) -> bool {
+    /// Whether the buffer holds events. From another thread, only with the state's lock taken
+    /// (see [`ThreadState::lock`]).
+    pub fn has_events(&self) -> bool {
         self.pos > self.header
+    }
+
+    /// The lock on this state (for [`OwnerLock::peek_all`]).
+    pub fn lock(&self) -> &OwnerLock {
+        &self.lock
     }
 
     /// Hands the filled buffer to the writer and starts a new one. Caller holds the lock.
@@ -406,12 +413,16 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
         libc::pthread_setspecific(KEY, p);
         return;
     }
+    let state = &mut *st;
+    // Handed over before it leaves the registry: `solo.rs` counts on finding every thread's
+    // events in the registry's states or the queue.
     if let Ok(mut r) = REGISTRY.lock() {
+        state.flush();
         r.retain(|&x| x != st as usize);
+    } else {
+        state.flush();
     }
     LIVE.fetch_sub(1, Ordering::Relaxed);
-    let state = &mut *st;
-    state.flush();
     crate::stats::add_stats(&state.stats());
     crate::aggregate::retire(&state.agg);
     EXITED_NULL_FREES.fetch_add(state.null_frees.load(Ordering::Relaxed), Ordering::Relaxed);

@@ -27,11 +27,17 @@ fn main() {
         let mut kinds: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let (mut raw, mut alone) = ([0u64; 7], [0u64; 7]);
         let mut events = 0u64;
+        // EventColumns payloads by time shift (trace format 4), and their events.
+        let mut shifts: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
         while let Some((kind, p)) = r.next_block().expect("read") {
             let e = kinds.entry(format!("{kind:?}")).or_default();
             e.0 += 1;
             e.1 += p.len() as u64;
             if kind == BlockKind::EventColumns {
+                let shift = columns::time_shift(&p).unwrap_or(0);
+                let e = shifts.entry(shift).or_default();
+                e.0 += 1;
+                e.1 += columns::event_count(&p).unwrap_or(0) as u64;
                 let mut pos = 0;
                 // Format 3's mark (above any thread id), then the thread id.
                 if var(&p, &mut pos) >= 1 << 32 {
@@ -54,6 +60,9 @@ fn main() {
         println!("{path}: {file_len} bytes, {events} column events");
         for (k, (n, b)) in &kinds {
             println!("  {k:14} blocks {n:6} raw payload bytes {b:10}");
+        }
+        for (shift, (n, ev)) in &shifts {
+            println!("  time shift {shift:2}: {n:6} payloads, {ev:10} events");
         }
         for i in 0..7 {
             println!(

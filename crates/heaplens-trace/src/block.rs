@@ -5,8 +5,10 @@ pub const MAGIC: &[u8; 8] = b"HLTRACE\0";
 /// The format version this crate writes. Version 2 flags glibc's usable sizes and 16-aligned
 /// address deltas in event rows ([`crate::event`]); version 3 codes the slack of EventColumns
 /// payloads against glibc's usable size ([`crate::columns`]), so that readers of version 2
-/// refuse its traces by number rather than misread their usable sizes.
-pub const VERSION: u32 = 3;
+/// refuse its traces by number rather than misread their usable sizes; version 4 lets an
+/// EventColumns payload keep its timestamps to a coarser unit (its mark's time shift), which
+/// readers of version 3 would ignore and so misread every time.
+pub const VERSION: u32 = 4;
 /// The oldest format version this crate reads (its EventColumns payloads carry no format mark).
 pub const OLDEST_READABLE: u32 = 2;
 /// Bytes in the file header: magic, version, flags.

@@ -42,6 +42,19 @@ pub fn glibc_usable(size: u64) -> u64 {
     (size.wrapping_add(23) & !15).max(32).wrapping_sub(8)
 }
 
+/// The thread id of an Events payload (`None`: cut short, or not a thread id).
+pub fn tid(rows: &[u8]) -> Option<u32> {
+    u32::try_from(crate::varint::read_var(rows, &mut 0)?).ok()
+}
+
+/// The timestamp of an Events payload's first event (`None`: no event).
+pub fn first_ts(rows: &[u8]) -> Option<u64> {
+    let mut p = 0;
+    crate::varint::read_var(rows, &mut p)?;
+    rows.get(p)?;
+    crate::varint::read_var(rows, &mut (p + 1))
+}
+
 /// The zigzag code and head flag of an address delta (see [`ADDR_UNALIGNED`]).
 #[inline(always)]
 fn addr_code(delta: u64) -> (u64, u8) {
