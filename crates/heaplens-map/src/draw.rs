@@ -209,10 +209,18 @@ impl<'a> Painter<'a> {
         let Some(v) = self.binning.view(b) else { return };
         let Some((y0, y1)) = self.views[v].axis.rows_hinted(b.addr, b.usable, &mut self.hints[v]) else { return };
         let rgb = self.color(b, lifetime);
-        let (x0, x1) = (self.x(b.ts), self.x(end));
+        let x0 = self.x(b.ts);
+        let x1 = self.x(end).max(x0 + MIN_DRAWN_NS * self.cols_per_ns);
         self.views[v].canvas.rect(x0, x1, y0, y1, rgb);
     }
 }
+
+/// How long a block lasts on the map at least, in nanoseconds. A block released at the time of
+/// its allocation (within one unit of the trace's clock: 13 ns where threads record at once,
+/// about 0.4 µs where one records alone) would cover nothing, and a run of them (a buffer
+/// allocated and freed in a loop) vanish from the map however many they are; drawn this long,
+/// the bias of the antialiasing keeps them visible as the paper means it to.
+const MIN_DRAWN_NS: f64 = 10.0;
 
 impl View for Painter<'_> {
     fn allocation(&mut self, b: &Block) {

@@ -261,6 +261,7 @@ fn start() {
         Ok("writer") => usize::MAX,
         _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
     });
+    solo::set_exact(std::env::var("HEAPLENS_EXACT_TIMES").as_deref() == Ok("1"));
     output::set_columns(match std::env::var("HEAPLENS_COLUMNS").as_deref() {
         Ok("0") => Some(false),
         Ok("1") => Some(true),

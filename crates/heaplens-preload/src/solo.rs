@@ -29,6 +29,7 @@
 //! other way round. Rounding keeps each thread's own order, so the merged order of the trace is
 //! the order in which things happened, as with exact times.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::owner_lock::OwnerLock;
@@ -67,6 +68,15 @@ impl Takes {
 
 static TAKES: Mutex<Takes> = Mutex::new(Takes([(0, 0); 2]));
 
+/// Every event keeps its exact time (`HEAPLENS_EXACT_TIMES=1`, for measuring what coarser
+/// times change).
+static EXACT: AtomicBool = AtomicBool::new(false);
+
+/// Keeps every event's exact time (`true`), or lets [`take`] round where it may.
+pub fn set_exact(exact: bool) {
+    EXACT.store(exact, Ordering::Relaxed);
+}
+
 /// Takes every queued buffer, and the time shift their events may be rounded by (0: exact).
 pub fn take() -> (Queue, u32) {
     let registry = thread::REGISTRY.lock();
@@ -79,7 +89,7 @@ pub fn take() -> (Queue, u32) {
     for &tid in &tids {
         takes.note(tid, now);
     }
-    let Some(&t) = tids.first() else { return (buffers, 0) };
+    let Some(&t) = tids.first().filter(|_| !EXACT.load(Ordering::Relaxed)) else { return (buffers, 0) };
     if tids.iter().any(|&u| u != t) {
         return (buffers, 0);
     }
