@@ -195,7 +195,7 @@ pub fn dealloc(op: Op, p: *mut c_void) {
             });
             return;
         }
-        let ts = procinfo::now_ticks();
+        let ts = procinfo::now_ticks_ordered();
         output::handed_over(t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64)));
     });
 }

@@ -82,7 +82,7 @@ pub fn take() -> (Queue, u32) {
     let registry = thread::REGISTRY.lock();
     let Ok(mut q) = queue::QUEUE.lock() else { return (Vec::new(), 0) };
     let buffers = std::mem::take(&mut *q);
-    let now = procinfo::now_ticks();
+    let now = procinfo::now_ticks_ordered();
     let Ok(mut takes) = TAKES.lock() else { return (buffers, 0) };
     let tids: Vec<u32> =
         buffers.iter().map(|(b, len, _)| heaplens_trace::event::tid(&b[..*len]).unwrap_or(0)).collect();
