@@ -195,7 +195,8 @@ pub fn dealloc(op: Op, p: *mut c_void) {
             });
             return;
         }
-        let ts = procinfo::now_ticks_ordered();
-        output::handed_over(t.push(|b, pos, e| e.dealloc(b, pos, op, ts, p as u64)));
+        // Stamped inside the state's lock, like allocations: `solo.rs` counts on every stamp
+        // of a thread outside its hooks being in its buffer.
+        output::handed_over(t.push(|b, pos, e| e.dealloc(b, pos, op, procinfo::now_ticks_ordered(), p as u64)));
     });
 }

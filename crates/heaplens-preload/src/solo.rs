@@ -18,8 +18,9 @@
 //!   before `floor(a)`;
 //! * events still in another thread's buffer, or being stamped right now: every other
 //!   registered thread is looked at through its state's lock without waiting (one barrier for
-//!   all, [`OwnerLock::peek_all`]); it must be outside its hooks with an empty buffer. Its next
-//!   stamp then comes after the lock is let go, after `now`. A thread that is starting waits
+//!   all, [`OwnerLock::peek_all`]); it must be outside its hooks with an empty buffer. Events
+//!   are stamped inside that lock (`record.rs`), so its next stamp comes after the lock is let
+//!   go, after `now`. A thread that is starting waits
 //!   for the registry's lock, held throughout; one that is exiting hands its buffer over under
 //!   that lock too (`thread.rs`).
 //!
