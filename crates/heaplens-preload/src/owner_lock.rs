@@ -191,6 +191,14 @@ mod tests {
                         unsafe { *s.count.get() += 1 << 32 };
                         s.lock.unsteal();
                         steals.fetch_add(1, Ordering::Relaxed);
+                        // A thief that steals again at once leaves the owner only the instant
+                        // between two thefts: on two busy processors the owner's million
+                        // entries then took minutes (a CI run waited on it). Real thieves (the
+                        // writer's sweeps) come every few milliseconds.
+                        std::thread::yield_now();
+                        for _ in 0..1000 {
+                            std::hint::spin_loop();
+                        }
                     }
                 }
             });
