@@ -244,11 +244,6 @@ mod tests {
         }
         assert!(l.is_empty() && !l.contains(16));
     }
-}
-
-#[cfg(test)]
-mod last_address {
-    use super::LiveBlocks;
 
     #[test]
     fn a_block_at_the_last_address_is_kept_and_released() {

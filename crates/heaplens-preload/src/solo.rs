@@ -46,7 +46,6 @@ pub const SHIFT_NS: u32 = 9;
 /// The two latest takes of buffers, by thread: `(thread id, event clock when taken)`, the
 /// latest first, of two different threads. Enough to know the latest take of any thread but
 /// one. Times only grow: takes happen under the queue's lock, and read the clock inside it.
-#[derive(Clone, Copy, Default)]
 struct Takes([(u32, u64); 2]);
 
 impl Takes {

@@ -416,11 +416,10 @@ unsafe extern "C" fn on_thread_exit(p: *mut libc::c_void) {
     let state = &mut *st;
     // Handed over before it leaves the registry: `solo.rs` counts on finding every thread's
     // events in the registry's states or the queue.
-    if let Ok(mut r) = REGISTRY.lock() {
-        state.flush();
+    let registry = REGISTRY.lock();
+    state.flush();
+    if let Ok(mut r) = registry {
         r.retain(|&x| x != st as usize);
-    } else {
-        state.flush();
     }
     LIVE.fetch_sub(1, Ordering::Relaxed);
     crate::stats::add_stats(&state.stats());

@@ -200,26 +200,27 @@ fn cpu_only(trace: &std::path::Path) -> bool {
     heaplens_interpret::cpu::recorded_cpu_only(trace)
 }
 
-/// Writes a report to stdout.
 /// Writes `value` as pretty JSON and a line end to stdout, streamed: a report of 145,000
 /// functions made a document of hundreds of megabytes when it was built as a string first.
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut stdout = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
-    let written = serde_json::to_writer_pretty(&mut stdout, value)
-        .map_err(io::Error::from)
-        .and_then(|()| stdout.write_all(b"\n"))
-        .and_then(|()| stdout.flush());
-    match written {
-        // `heaplens report t --format json | head` is not an error.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("cannot write the report"),
-    }
+    written(
+        serde_json::to_writer_pretty(&mut stdout, value)
+            .map_err(io::Error::from)
+            .and_then(|()| stdout.write_all(b"\n"))
+            .and_then(|()| stdout.flush()),
+    )
 }
 
+/// Writes a report to stdout.
 pub fn print(out: &str) -> anyhow::Result<()> {
     let mut stdout = io::stdout().lock();
-    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
-        // `heaplens report t | head` is not an error.
+    written(stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()))
+}
+
+/// The outcome of writing a report to stdout: `heaplens report t | head` is not an error.
+fn written(r: io::Result<()>) -> anyhow::Result<()> {
+    match r {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         r => r.context("cannot write the report"),
     }

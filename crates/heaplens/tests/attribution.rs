@@ -282,15 +282,10 @@ fn a_std_thread_starts_at_the_programs_own_function() {
     let dir = WorkDir::new("std-thread-root");
     // std::thread runs its function through libstdc++'s trampoline (unnamed where libstdc++
     // has no symbols for it): a runtime root, cut as start_thread is, not the call graph's top.
-    let src = dir.join("thr.cpp");
-    std::fs::write(
-        &src,
-        "#include <thread>\n#include <cstdlib>\nvoid *volatile sink;\n\
+    let source = "#include <thread>\n#include <cstdlib>\nvoid *volatile sink;\n\
          __attribute__((noinline)) void worker(int n) { for (int i = 0; i < n; i++) sink = malloc(100); }\n\
-         int main() { std::thread a(worker, 10), b(worker, 20); a.join(); b.join(); return 0; }\n",
-    )
-    .unwrap();
-    let exe = compile(&dir, "g++", src.to_str().unwrap(), "thr", &["-O2", "-g", "-pthread"]);
+         int main() { std::thread a(worker, 10), b(worker, 20); a.join(); b.join(); return 0; }\n";
+    let exe = compile_source(&dir, "g++", "thr.cpp", source, "thr", &["-O2", "-g", "-pthread"]);
     let trace = dir.join("thr.hltrace");
     run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("std::thread program");
     let v = report_with(&dir, &trace, &[]);

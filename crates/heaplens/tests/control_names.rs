@@ -216,20 +216,15 @@ fn control_characters_in_names_act_in_no_output() {
 #[test]
 fn a_thread_name_that_is_not_utf8_is_kept() {
     let dir = WorkDir::new("thread-name-bytes");
-    let src = dir.join("named.c");
-    std::fs::write(
-        &src,
-        "#define _GNU_SOURCE\n#include <pthread.h>\n#include <stdlib.h>\n#include <unistd.h>\n\
+    let source = "#define _GNU_SOURCE\n#include <pthread.h>\n#include <stdlib.h>\n#include <unistd.h>\n\
          static void *worker(void *a) {\n\
            pthread_setname_np(pthread_self(), \"\\xff\\xfeworker\");\n\
            for (int i = 0; i < 10; i++) { void *volatile p = malloc(100); free(p); }\n\
            usleep(1500000);\n\
            return a;\n\
          }\n\
-         int main(void) { pthread_t t; pthread_create(&t, 0, worker, 0); pthread_join(t, 0); return 0; }\n",
-    )
-    .unwrap();
-    let exe = compile(&dir, "gcc", src.to_str().unwrap(), "named", &["-O1", "-pthread"]);
+         int main(void) { pthread_t t; pthread_create(&t, 0, worker, 0); pthread_join(t, 0); return 0; }\n";
+    let exe = compile_source(&dir, "gcc", "named.c", source, "named", &["-O1", "-pthread"]);
     let trace = dir.join("named.hltrace");
     run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("named");
     let v = report(&dir, &trace);

@@ -487,13 +487,8 @@ fn a_flame_graph_of_nothing_is_a_picture_that_says_so() {
     let dir = WorkDir::new("export-nothing");
     // diff_grow frees everything (its stdio buffer is the runtime's, suppressed, but a leak
     // graph draws every block live at exit: use a program that prints nothing).
-    let src = dir.join("clean.c");
-    std::fs::write(
-        &src,
-        "#include <stdlib.h>\nint main(void) { for (int i = 0; i < 10; i++) free(malloc(100)); return 0; }\n",
-    )
-    .unwrap();
-    let exe = compile(&dir, "gcc", src.to_str().unwrap(), "clean", &["-O0", "-g"]);
+    let source = "#include <stdlib.h>\nint main(void) { for (int i = 0; i < 10; i++) free(malloc(100)); return 0; }\n";
+    let exe = compile_source(&dir, "gcc", "clean.c", source, "clean", &["-O0", "-g"]);
     let trace = dir.join("clean.hltrace");
     run_traced(&dir, &trace, &exe, &[] as &[&str]).ok("clean");
     for format in ["flamegraph", "icicle"] {

@@ -37,6 +37,6 @@ pub fn header(d: &[u8], layout: u8) -> Option<u32> {
 pub fn first_ts(d: &[u8]) -> Option<u64> {
     match untag(d) {
         (d, COLUMNS) => heaplens_trace::columns::first_ts(d),
-        (d, _) => crate::decode::rows::first_ts(d),
+        (d, _) => heaplens_trace::event::first_ts(d),
     }
 }

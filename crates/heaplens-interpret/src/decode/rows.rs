@@ -27,13 +27,6 @@ pub fn header(d: &[u8]) -> Option<(u32, DecodeState)> {
     Some((tid, DecodeState { pos, prev_ts: 0, prev_addr: 0 }))
 }
 
-/// The timestamp of the first event of a payload (when it decodes).
-pub fn first_ts(d: &[u8]) -> Option<u64> {
-    let (_, mut s) = header(d)?;
-    s.pos += 1; // op byte
-    var(d, &mut s.pos)
-}
-
 /// Where a whole decoded payload goes.
 pub trait Push {
     /// Adds the next event.

@@ -287,6 +287,14 @@ pub fn compile(dir: &WorkDir, compiler: &str, src: &str, out: &str, flags: &[&st
     exe
 }
 
+/// Writes `source` to `dir/file` and compiles it as [`compile`] does; returns the binary.
+pub fn compile_source(dir: &WorkDir, compiler: &str, file: &str, source: &str, out: &str, flags: &[&str]) -> PathBuf {
+    let src = dir.join(file);
+    std::fs::write(&src, source).unwrap();
+    // An absolute path joined to the examples' directory stays itself.
+    compile(dir, compiler, src.to_str().unwrap(), out, flags)
+}
+
 /// The flags most examples use: optimized, no frame pointers (so heaplens must unwind with
 /// DWARF CFI), with debug info.
 pub const C_FLAGS: &[&str] = &["-O2", "-fomit-frame-pointer", "-g"];
