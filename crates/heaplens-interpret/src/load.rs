@@ -61,6 +61,30 @@ pub struct Health {
     pub end_seen: bool,
 }
 
+/// How precisely the events' times were kept. The monitor rounds the times of the events no
+/// other thread's can fall among (a single-threaded program's, say) to coarser units, marked per
+/// EventColumns payload (trace format 4, [`heaplens_trace::columns::time_shift`]); row payloads
+/// and older traces keep every time exact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimePrecision {
+    /// Events whose times were rounded (in payloads with a time shift above 0).
+    pub coarse_events: u64,
+    /// The largest time shift met: those times are multiples of `2^max_shift` event time
+    /// units (see [`heaplens_trace::TimeMap::span_ns`]); 0 when every time is exact.
+    pub max_shift: u32,
+}
+
+impl TimePrecision {
+    /// Counts EventColumns payload `p` (untagged).
+    fn note(&mut self, p: &[u8]) {
+        let shift = heaplens_trace::columns::time_shift(p).unwrap_or(0);
+        if shift > 0 {
+            self.coarse_events += heaplens_trace::columns::event_count(p).unwrap_or(0) as u64;
+            self.max_shift = self.max_shift.max(shift);
+        }
+    }
+}
+
 /// The call-stack trie: node `id` is the stack of its parent extended by one return address.
 /// Indexed by node id; node 0 is the empty stack.
 #[derive(Debug, Clone, Default)]
@@ -212,6 +236,8 @@ pub struct Trace {
     /// Damage and completeness. Events payloads damaged part-way are found when the events are
     /// replayed ([`crate::replay::Replay::malformed_blocks`]).
     pub health: Health,
+    /// How precisely its event times were kept.
+    pub times: TimePrecision,
     /// Turns event timestamps (nanoseconds or TSC ticks) into `CLOCK_MONOTONIC` nanoseconds.
     pub clock: TimeMap,
     /// The last counters snapshot of a trace recorded in aggregated mode (`heaplens run
@@ -363,6 +389,9 @@ impl Trace {
                     };
                     match crate::decode::payload::header(&payload, layout) {
                         Some(tid) => {
+                            if layout == crate::decode::payload::COLUMNS {
+                                t.times.note(&payload);
+                            }
                             let at = reader.status().last_block;
                             sink.events(t, tid, crate::decode::payload::tagged(payload, layout), at);
                             true

@@ -129,6 +129,16 @@ pub struct TraceInfo {
     pub incomplete_stacks: u64,
     /// Symbolization problems (a module file missing or rebuilt since the run), one line each.
     pub symbol_warnings: Vec<String>,
+    /// The unit of the trace's exact times, in nanoseconds (32 TSC ticks, about 13 ns; 1 ns
+    /// where the monitor read `CLOCK_MONOTONIC`).
+    pub time_unit_ns: u64,
+    /// Events whose times the monitor kept to `coarse_time_unit_ns` instead of exactly (their
+    /// thread recorded alone, so no other thread's event fell among them); 0 when every time
+    /// is exact.
+    pub coarse_time_events: u64,
+    /// The unit those times were rounded down to, in nanoseconds (0: every time exact): a
+    /// lifetime under it reads 0.
+    pub coarse_time_unit_ns: u64,
 }
 
 /// The profiled process.

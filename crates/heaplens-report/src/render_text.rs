@@ -499,17 +499,33 @@ fn lifetimes(r: &Report, o: &TextOptions, out: &mut String) {
         out,
         "LIFETIMES (blocks by the function that allocated them; steps: the thread's allocations in between)"
     );
+    let unit = r.trace.coarse_time_unit_ns;
+    if unit > 0 {
+        // The monitor rounds the times of a thread that records alone (see TraceInfo).
+        let (coarse, exact) = (human_ns(unit), human_ns(r.trace.time_unit_ns));
+        let _ = match r.trace.events.saturating_sub(r.trace.coarse_time_events) {
+            0 => writeln!(out, "  times kept to {coarse}: one thread recorded at a time"),
+            rest => {
+                writeln!(out, "  times kept to {coarse} where one thread recorded alone, to {exact} for {rest} events")
+            }
+        };
+        let _ =
+            writeln!(out, "  (a lifetime under {coarse} reads <{coarse}; `heaplens run --exact-times` keeps {exact})");
+    }
     // Three views of one table: the most short-lived blocks (heaptrack's temporaries), the
     // longest-lived freed ones, and the blocks never freed.
     let mut by: Vec<&crate::model::LifetimeRow> = rows.iter().filter(|r| r.short_lived > 0).collect();
     let live = live_at(r);
-    lifetime_rows(out, o, live, "most short-lived (freed before the thread's next allocation)", &by);
+    let rows_of = |out: &mut String, title: &str, by: &[&crate::model::LifetimeRow]| {
+        lifetime_rows(out, o, unit, live, title, by);
+    };
+    rows_of(out, "most short-lived (freed before the thread's next allocation)", &by);
     by = rows.iter().filter(|r| r.freed > 0).collect();
     by.sort_by(|a, b| b.median_ns.cmp(&a.median_ns).then(b.max_ns.cmp(&a.max_ns)).then(b.freed.cmp(&a.freed)));
-    lifetime_rows(out, o, live, "longest-lived (by median lifetime of the freed blocks)", &by);
+    rows_of(out, "longest-lived (by median lifetime of the freed blocks)", &by);
     by = rows.iter().filter(|r| r.live_at_exit > 0).collect();
     by.sort_by(|a, b| b.live_at_exit.cmp(&a.live_at_exit).then_with(|| a.function.cmp(&b.function)));
-    lifetime_rows(out, o, live, &format!("{live} (never freed: no lifetime)"), &by);
+    rows_of(out, &format!("{live} (never freed: no lifetime)"), &by);
 }
 
 /// How the report says a block was still allocated when recording ended: at the process's
@@ -524,7 +540,16 @@ fn live_at(r: &Report) -> &'static str {
     }
 }
 
-fn lifetime_rows(out: &mut String, o: &TextOptions, live: &str, title: &str, rows: &[&crate::model::LifetimeRow]) {
+/// One view of the lifetimes table. `unit`: the coarsest unit times were kept to (0: exact), a
+/// lifetime of 0 reads as under it.
+fn lifetime_rows(
+    out: &mut String,
+    o: &TextOptions,
+    unit: u64,
+    live: &str,
+    title: &str,
+    rows: &[&crate::model::LifetimeRow],
+) {
     let _ = writeln!(out, "  {title}:");
     if rows.is_empty() {
         let _ = writeln!(out, "    none");
@@ -538,8 +563,9 @@ fn lifetime_rows(out: &mut String, o: &TextOptions, live: &str, title: &str, row
     );
     let n = o.limit(rows.len());
     let range = |lo: String, hi: String| if lo == hi { lo } else { format!("{lo}-{hi}") };
+    let time = |ns: u64| if ns == 0 && unit > 0 { format!("<{}", human_ns(unit)) } else { human_ns(ns) };
     for row in &rows[..n] {
-        let ns = range(human_ns(row.median_ns), human_ns(row.median_ns_high));
+        let ns = range(time(row.median_ns), time(row.median_ns_high));
         let steps = range(row.median_steps.to_string(), row.median_steps_high.to_string());
         let _ = writeln!(
             out,
@@ -547,7 +573,7 @@ fn lifetime_rows(out: &mut String, o: &TextOptions, live: &str, title: &str, row
             row.freed,
             row.short_lived,
             ns,
-            human_ns(row.max_ns),
+            time(row.max_ns),
             steps,
             row.live_at_exit,
             for_terminal(&row.function)

@@ -131,6 +131,12 @@ impl TimeMap {
         Self { ticks0: first.ticks, ns0: first.mono_ns, ns_per_tick }
     }
 
+    /// Nanoseconds that `units` of event time span (a TSC tick is [`TSC_UNIT`] raw ticks; a
+    /// `CLOCK_MONOTONIC` unit is 1 ns), rounded to the nearest.
+    pub fn span_ns(&self, units: u64) -> u64 {
+        (units as f64 * self.ns_per_tick).round() as u64
+    }
+
     /// `CLOCK_MONOTONIC` nanoseconds of event timestamp `ts` (never decreasing in `ts`).
     #[inline]
     pub fn to_ns(&self, ts: u64) -> u64 {

@@ -209,6 +209,9 @@ pub fn execute(a: &RunArgs) -> Result<ExitCode> {
     if a.cpu_only {
         cmd.env("HEAPLENS_CPU_ONLY", "1");
     }
+    if a.exact_times {
+        cmd.env("HEAPLENS_EXACT_TIMES", "1");
+    }
     // heaplens outlives Ctrl-C to seal the trace; the program gets the signal as usual. A
     // signal caught here (rather than ignored) goes back to its default action in the program at
     // exec, so the child needs no code of its own before exec, and std starts it with

@@ -27,6 +27,9 @@ pub fn trace_info(t: &Trace, r: &Replay, incomplete_stacks: u64) -> TraceInfo {
         aggregated: t.aggregate.is_some(),
         incomplete_stacks,
         symbol_warnings: Vec::new(),
+        time_unit_ns: t.clock.span_ns(1).max(1),
+        coarse_time_events: t.times.coarse_events,
+        coarse_time_unit_ns: if t.times.coarse_events > 0 { t.clock.span_ns(1 << t.times.max_shift) } else { 0 },
     }
 }
 
