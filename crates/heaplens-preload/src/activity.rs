@@ -1,8 +1,8 @@
 //! Which threads are recording right now: those that handed the writer at least
 //! [`BUSY_BYTES`] of events at once (a filled buffer, not a sweep's few events) within the last
-//! [`WINDOW_NS`]. The writer encodes events as columns only while fewer threads are busy than
-//! there are processors (see [`crate::thread::spare_processor`]), so that the work runs on a
-//! processor the program leaves idle instead of taking time from the program's threads.
+//! [`WINDOW_NS`]. The writer encodes events as columns only while the busy threads do not
+//! outnumber the processors (see [`crate::thread::columns_affordable`]): beyond, the threads
+//! write out the backlog themselves, and the encoding would take their time.
 
 /// How long a thread counts as busy after its last buffer, in nanoseconds: two of the writer's
 /// sweeps (every partly filled buffer is flushed every 100 ms).

@@ -1,6 +1,7 @@
 //! The trace file and the writer thread. Threads hand filled event buffers over through a
-//! queue; the writer frames them into checksummed, compressed blocks (Zstandard, or LZ4 for
-//! rows while the program keeps every processor busy). Every 10 ms it also
+//! queue; the writer turns them into columns while the threads leave it room
+//! (`heaplens_trace::columns`) and frames them into checksummed blocks compressed with
+//! Zstandard. Every 10 ms it also
 //! sweeps partly filled buffers, so a process killed with SIGKILL loses at most that much.
 
 use std::io;
@@ -27,37 +28,36 @@ pub struct Sink {
     /// compressed); its buffers are kept from block to block.
     columns: ColumnEncoder,
     column_buf: Vec<u8>,
-    /// Which threads are busy: columns only while one processor is left for the writer.
+    /// Which threads are busy: columns only while they do not outnumber the processors.
     activity: Activity,
 }
 
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
 static WRITER_RUNNING: AtomicBool = AtomicBool::new(false);
-/// Whether events are written as columns: 0 while the writer has a processor to itself
-/// ([`thread::spare_processor`]), 1 never, 2 always.
+/// Whether events are written as columns: 0 while the recording threads do not outnumber the
+/// processors ([`thread::columns_affordable`]), 1 never, 2 always.
+///
+/// Columns make a trace a third smaller than Zstandard-compressed rows, for 15-20% more of the
+/// writer's processor time (docs/EXPERIMENTS.md, "Columns while the threads fill every
+/// processor"). With one busy thread per processor (2 on 2) the writer keeps up and the program
+/// paid 6% more time for a trace 32% smaller; with more (8 on 2) the threads write out the backlog
+/// themselves and paid 17%, which made the 8-thread program's slowdown 1.36 times the
+/// single-thread one's (issue 3 allows 1.25): rows there.
 static COLUMNS: AtomicU8 = AtomicU8::new(0);
 
 /// Forces events to columns (`Some(true)`) or rows (`Some(false)`); `None` leaves it to whether
-/// the writer has a processor to itself.
+/// the recording threads outnumber the processors.
 pub fn set_columns(force: Option<bool>) {
     COLUMNS.store(force.map_or(0, |c| if c { 2 } else { 1 }), Ordering::Relaxed);
 }
 
-/// Whether to write columns now, given whether the writer has a processor to itself.
-fn columns_now(spare: bool) -> bool {
+/// Whether to write columns now, given whether the threads leave room for them.
+fn columns_now(affordable: bool) -> bool {
     match COLUMNS.load(Ordering::Relaxed) {
-        0 => spare,
+        0 => affordable,
         mode => mode == 2,
     }
 }
-
-/// How rows are compressed while the program's threads keep every processor busy. The
-/// compression then takes the program's own processor time (the threads write out the backlog
-/// themselves, see [`HIGH_WATER`]). LZ4 was chosen first (7.2% faster than Zstandard on the
-/// 8-thread C++ churn, 10 rounds), but left 4.1 bytes per allocation call; on that trace's 110 MB
-/// of rows Zstandard level 1 takes 0.76 s of processor time against LZ4's 0.48 s and makes 29.6
-/// MB instead of 44.5 MB (2.7 bytes per call; `heaplens-trace` example `codecs`).
-const SATURATED_CODEC: Codec = Codec::Zstd;
 
 /// Most bytes of one thread's rows that make one EventColumns block.
 const GROUP_BYTES: usize = 1 << 20;
@@ -404,7 +404,14 @@ pub fn write_pending() {
     for rec in &samples {
         result = result.and_then(|()| s.writer.write_block(BlockKind::Samples, &rec.encode()));
     }
-    let tids: Vec<u32> = events.iter().map(|p| heaplens_trace::event::tid(p.bytes()).unwrap_or(0)).collect();
+    // A thread's buffers next to each other (each thread's in its order; the replay merges
+    // threads by time, not by place in the file): with threads taking turns at the queue, a
+    // block per buffer instead of per thread gave the column model and the compressor less to
+    // work on (the 8-thread churn's columns: 16.5 -> 15.7 MB).
+    let mut events: Vec<(u32, Payload)> =
+        events.into_iter().map(|p| (heaplens_trace::event::tid(p.bytes()).unwrap_or(0), p)).collect();
+    events.sort_by_key(|&(tid, _)| tid);
+    let (tids, events): (Vec<u32>, Vec<Payload>) = events.into_iter().unzip();
     s.columns.set_time_shift(time_shift);
     let mut i = 0;
     while i < events.len() {
@@ -419,15 +426,12 @@ pub fn write_pending() {
         }
         let parts: Vec<&[u8]> = events[i..j].iter().map(Payload::bytes).collect();
         s.column_buf.clear();
-        // Columns cost the writer about as much as compressing: only worth it on a processor
-        // the program's threads are not using. Rows that do not decode stay rows.
-        let spare = thread::spare_processor(busy);
-        if columns_now(spare) && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
+        // Rows that do not decode stay rows.
+        if columns_now(thread::columns_affordable(busy)) && s.columns.encode_all(&parts, &mut s.column_buf).is_ok() {
             result = result.and_then(|()| s.writer.write_block(BlockKind::EventColumns, &s.column_buf));
         } else {
-            let codec = if spare { Codec::Zstd } else { SATURATED_CODEC };
             for p in &parts {
-                result = result.and_then(|()| s.writer.write_block_as(BlockKind::Events, p, codec));
+                result = result.and_then(|()| s.writer.write_block_as(BlockKind::Events, p, Codec::Zstd));
             }
         }
         s.events += (j - i) as u64;

@@ -106,11 +106,12 @@ fn defer_stacks() -> bool {
     LIVE.load(Ordering::Relaxed) < CPUS.load(Ordering::Relaxed)
 }
 
-/// True when the writer has a processor of its own: fewer threads are recording (alive, and
-/// `busy` of them lately, see [`crate::activity`]) than there are processors. The writer then
-/// encodes events as columns.
-pub fn spare_processor(busy: usize) -> bool {
-    LIVE.load(Ordering::Relaxed).min(busy) < CPUS.load(Ordering::Relaxed)
+/// True when the threads recording (alive, and `busy` of them lately, see
+/// [`crate::activity`]) do not outnumber the processors. The writer then encodes events as
+/// columns; beyond, the threads write out the backlog themselves and the encoding would slow
+/// every one of them (see `output.rs`).
+pub fn columns_affordable(busy: usize) -> bool {
+    LIVE.load(Ordering::Relaxed).min(busy) <= CPUS.load(Ordering::Relaxed)
 }
 
 /// Every live thread's state, so exit, fork and the writer can reach their buffers.

@@ -317,15 +317,15 @@ fn cxx_new_and_delete_by_kind() {
 
 #[test]
 fn threads_each_with_own_size() {
-    threads_exact("threads", "5000");
+    threads_exact("threads", "8", "5000");
 }
 
 /// Eight threads allocating long enough to keep every processor of a small machine busy: the
 /// monitor then writes rows, Zstandard-compressed by the threads themselves (`output.rs`,
-/// `SATURATED_CODEC`), and the report must count them as exactly.
+/// `COLUMNS`), and the report must count them as exactly.
 #[test]
 fn threads_saturating_the_machine() {
-    let trace = threads_exact("threads_busy", "100000");
+    let trace = threads_exact("threads_busy", "8", "100000");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores <= 4 {
         let zstd_rows = blocks(&trace).iter().filter(|b| (b.kind, b.codec) == (4, 2)).count();
@@ -333,16 +333,30 @@ fn threads_saturating_the_machine() {
     }
 }
 
-/// Profiles `threads 8 PER_THREAD` and checks every per-thread count and byte total against
+/// Two busy threads on a machine of two processors or more: columns all the way (the writer
+/// keeps up while the threads do not outnumber the processors), counted exactly.
+#[test]
+fn threads_as_many_as_processors_write_columns() {
+    let trace = threads_exact("threads_two", "2", "100000");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores >= 2 {
+        let kinds: Vec<u8> = blocks(&trace).iter().map(|b| b.kind).collect();
+        assert!(!kinds.contains(&4), "event rows with 2 threads on {cores} processors");
+        assert!(kinds.iter().filter(|&&k| k == 10).count() >= 2, "EventColumns blocks: {kinds:?}");
+    }
+}
+
+/// Profiles `threads THREADS PER_THREAD` and checks every per-thread count and byte total against
 /// the program's truth; returns the trace's bytes.
-fn threads_exact(name: &str, per_thread: &str) -> Vec<u8> {
+fn threads_exact(name: &str, threads: &str, per_thread: &str) -> Vec<u8> {
     let dir = WorkDir::new(name);
     let exe = compile_c(&dir, "threads.c", &["-pthread"]);
-    let (out, v) = profile(&dir, &exe, &["8", per_thread], "threads");
+    let (out, v) = profile(&dir, &exe, &[threads, per_thread], "threads");
     let t = truth(&out.stdout, "threads");
     let per = truths(&out.stdout, "thread");
     assert_eq!(per.len() as u64, num(&t, "threads"));
-    assert!(u(&v, "summary/threads") >= 9, "summary/threads = {}", u(&v, "summary/threads"));
+    let n: u64 = threads.parse().unwrap();
+    assert!(u(&v, "summary/threads") > n, "summary/threads = {}", u(&v, "summary/threads"));
     let mut bytes = 0;
     for p in &per {
         let size = num(p, "size");

@@ -87,10 +87,8 @@ int main(void) {
         let rows = at(v, "lifetimes").as_array().unwrap();
         rows.iter().find(|r| r["function"] == f).unwrap_or_else(|| panic!("no lifetimes row for {f}: {v}")).clone()
     };
-    // Columns whatever the machine's processor count (rows keep exact times).
-    let env = [("HEAPLENS_COLUMNS", "1")];
     let coarse = dir.join("coarse.hltrace");
-    let out = run_traced_env(&dir, &coarse, &env, &exe, &[] as &[&str]).ok("heaplens run precision");
+    let out = run_traced(&dir, &coarse, &exe, &[] as &[&str]).ok("heaplens run precision");
     let t = truth(&out.stdout, "lifetimes");
     let v = report_with(&dir, &coarse, &["--lifetimes"]);
     let events = u(&v, "trace/events");
@@ -117,7 +115,7 @@ int main(void) {
 
     let exact_trace = dir.join("exact.hltrace");
     let mut cmd = std::process::Command::new(heaplens_exe());
-    cmd.args(["run", "--exact-times", "-o"]).arg(&exact_trace).arg("--").arg(&exe).env("HEAPLENS_COLUMNS", "1");
+    cmd.args(["run", "--exact-times", "-o"]).arg(&exact_trace).arg("--").arg(&exe);
     run_cmd(cmd, &dir.path).ok("heaplens run --exact-times");
     let v = report_with(&dir, &exact_trace, &["--lifetimes"]);
     assert_eq!(u(&v, "trace/coarse_time_events"), 0);
