@@ -314,9 +314,15 @@ pub fn create_request(path: &Path) -> io::Result<()> {
 /// `InvalidInput` when `dir` is one of `inputs`; the error of `create_dir_all`.
 pub fn create_dir(dir: &Path, inputs: &[&Path]) -> io::Result<()> {
     refuse_inputs(dir, inputs)?;
-    let directory = "this output is a directory: give a directory's name";
-    if descriptor(dir).is_some() || std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, directory));
+    let refuse = |what: &str| {
+        let why = format!("{what}, and this output is a directory of several files: give a directory's name");
+        Err(io::Error::new(io::ErrorKind::InvalidInput, why))
+    };
+    if descriptor(dir).is_some() {
+        return refuse("it is a stream");
+    }
+    if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return refuse("a file is there");
     }
     std::fs::create_dir_all(dir)
 }
@@ -498,7 +504,9 @@ mod tests {
         assert!(e.to_string().contains("nodir does not exist") && !e.to_string().contains(".heaplens-"), "{e}");
         // A directory output onto a file is said to be one.
         let e = create_dir(&theirs, &[]).unwrap_err();
-        assert!(e.to_string().contains("this output is a directory"), "{e}");
+        assert!(e.to_string().starts_with("a file is there, and this output is a directory"), "{e}");
+        let e = create_dir(Path::new("/dev/stdout"), &[]).unwrap_err();
+        assert!(e.to_string().starts_with("it is a stream, and this output is a directory"), "{e}");
     }
 
     #[test]
