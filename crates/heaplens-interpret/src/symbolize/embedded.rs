@@ -58,12 +58,11 @@ impl OnTheSide {
 }
 
 /// Symbolizes the return addresses of the trace at `path` of process `pid` while it is being
-/// written, until
-/// `ended` is set (the program has ended and the monitor written everything) and the file is
-/// read to its end. `None` when no trace appeared or it has no stacks, or as soon as the
-/// monitor wrote events as rows, which it does when the program keeps every processor busy:
-/// symbolizing would then take the program's time (on the 8-thread churn benchmark, 47 ms on
-/// a 0.2-second program), so the report does it. Between looks at the file the thread parks:
+/// written, until `ended` is set (the program has ended and the monitor written everything)
+/// and the file is read to its end. `None` when no trace appeared or it has no stacks, or as
+/// soon as the monitor wrote events as rows, which it does when the program's busy threads
+/// outnumber the processors: symbolizing would then take the program's time (on the 8-thread
+/// churn benchmark, 47 ms on a 0.2-second program), so the report does it. Between looks at the file the thread parks:
 /// unpark it after setting `ended`.
 pub fn symbolize_while_written(path: &Path, pid: u32, ended: &AtomicBool) -> Option<SymbolTable> {
     idle_priority();
@@ -92,7 +91,7 @@ pub fn symbolize_while_written(path: &Path, pid: u32, ended: &AtomicBool) -> Opt
             let _ = follow(f, &tx, &mut seen);
         }
         if seen.rows {
-            // The program keeps every processor busy: leave the symbols to the report, and
+            // More busy threads than processors: leave the symbols to the report, and
             // drop what is queued (finishing it took the 8-thread churn program 75 ms of
             // processor time it had no spare of).
             progress.cancel.store(true, Ordering::Relaxed);
@@ -121,7 +120,7 @@ struct Seen {
     offset: u64,
     /// A Stacks block was read.
     stacks: bool,
-    /// An events block in rows: the monitor had no processor to spare for columns.
+    /// An events block in rows: the program's busy threads outnumbered the processors.
     rows: bool,
     /// What was read before the first events block, which tells whether to symbolize at all
     /// (`None` once it came in columns).
