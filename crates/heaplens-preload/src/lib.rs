@@ -23,8 +23,8 @@
 //! allocations, see [`sampling`]), `HEAPLENS_AGGREGATE=1` (keep counters instead of events, see
 //! [`aggregate`]), `HEAPLENS_INTERN=thread|writer` (who interns stacks, see [`resolve`]; by
 //! default the writer while it has a processor to itself), `HEAPLENS_COLUMNS=0|1` (whether the
-//! writer encodes events as columns, see [`heaplens_trace::columns`]; by default while the recording
-//! threads do not outnumber the processors).
+//! writer encodes events as columns, see [`heaplens_trace::columns`]; by default while the
+//! recording threads do not outnumber the processors).
 
 pub mod activity;
 pub mod aggregate;

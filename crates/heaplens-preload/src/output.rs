@@ -1,8 +1,8 @@
 //! The trace file and the writer thread. Threads hand filled event buffers over through a
 //! queue; the writer turns them into columns while the threads leave it room
 //! (`heaplens_trace::columns`) and frames them into checksummed blocks compressed with
-//! Zstandard. Every 10 ms it also
-//! sweeps partly filled buffers, so a process killed with SIGKILL loses at most that much.
+//! Zstandard. Every 10 ms it also sweeps partly filled buffers, so a process killed with
+//! SIGKILL loses at most that much.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -39,10 +39,10 @@ static WRITER_RUNNING: AtomicBool = AtomicBool::new(false);
 ///
 /// Columns make a trace a third smaller than Zstandard-compressed rows, for 15-20% more of the
 /// writer's processor time (docs/EXPERIMENTS.md, "Columns while the threads fill every
-/// processor"). With one busy thread per processor (2 on 2) the writer keeps up and the program
-/// paid 6% more time for a trace 32% smaller; with more (8 on 2) the threads write out the backlog
-/// themselves and paid 17%, which made the 8-thread program's slowdown 1.36 times the
-/// single-thread one's (issue 3 allows 1.25): rows there.
+/// processor"). With one busy thread per processor (2 on 2) the writer keeps up, and the program
+/// paid 6-12% more time for a trace 32-39% smaller; with more (8 on 2) the threads write out
+/// the backlog themselves and paid 17%, which made the 8-thread program's slowdown 1.36 times
+/// the single-thread one's (issue 3 allows 1.25): rows there.
 static COLUMNS: AtomicU8 = AtomicU8::new(0);
 
 /// Forces events to columns (`Some(true)`) or rows (`Some(false)`); `None` leaves it to whether

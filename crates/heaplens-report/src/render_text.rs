@@ -516,16 +516,13 @@ fn lifetimes(r: &Report, o: &TextOptions, out: &mut String) {
     // longest-lived freed ones, and the blocks never freed.
     let mut by: Vec<&crate::model::LifetimeRow> = rows.iter().filter(|r| r.short_lived > 0).collect();
     let live = live_at(r);
-    let rows_of = |out: &mut String, title: &str, by: &[&crate::model::LifetimeRow]| {
-        lifetime_rows(out, o, unit, live, title, by);
-    };
-    rows_of(out, "most short-lived (freed before the thread's next allocation)", &by);
+    lifetime_rows(out, o, unit, live, "most short-lived (freed before the thread's next allocation)", &by);
     by = rows.iter().filter(|r| r.freed > 0).collect();
     by.sort_by(|a, b| b.median_ns.cmp(&a.median_ns).then(b.max_ns.cmp(&a.max_ns)).then(b.freed.cmp(&a.freed)));
-    rows_of(out, "longest-lived (by median lifetime of the freed blocks)", &by);
+    lifetime_rows(out, o, unit, live, "longest-lived (by median lifetime of the freed blocks)", &by);
     by = rows.iter().filter(|r| r.live_at_exit > 0).collect();
     by.sort_by(|a, b| b.live_at_exit.cmp(&a.live_at_exit).then_with(|| a.function.cmp(&b.function)));
-    rows_of(out, &format!("{live} (never freed: no lifetime)"), &by);
+    lifetime_rows(out, o, unit, live, &format!("{live} (never freed: no lifetime)"), &by);
 }
 
 /// How the report says a block was still allocated when recording ended: at the process's

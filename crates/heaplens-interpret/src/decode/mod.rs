@@ -19,8 +19,8 @@ use self::payload::{untag, COLUMNS};
 
 /// An in-memory payload being decoded an event at a time. Column payloads are decoded as they
 /// are consumed, so their events are never materialized; row payloads (older traces, and
-/// writers whose program's busy threads outnumbered the processors) are decoded whole; payloads the reader thread
-/// decoded ahead are read back from their packed events.
+/// programs whose busy threads outnumbered the processors) are decoded whole; payloads the
+/// reader thread decoded ahead are read back from their packed events.
 pub enum Cursor {
     /// A row payload decoded whole.
     Rows {

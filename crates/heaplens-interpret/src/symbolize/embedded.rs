@@ -62,8 +62,8 @@ impl OnTheSide {
 /// and the file is read to its end. `None` when no trace appeared or it has no stacks, or as
 /// soon as the monitor wrote events as rows, which it does when the program's busy threads
 /// outnumber the processors: symbolizing would then take the program's time (on the 8-thread
-/// churn benchmark, 47 ms on a 0.2-second program), so the report does it. Between looks at the file the thread parks:
-/// unpark it after setting `ended`.
+/// churn benchmark, 47 ms on a 0.2-second program), so the report does it. Between looks at
+/// the file the thread parks: unpark it after setting `ended`.
 pub fn symbolize_while_written(path: &Path, pid: u32, ended: &AtomicBool) -> Option<SymbolTable> {
     idle_priority();
     let (tx, rx) = mpsc::channel();
