@@ -7,8 +7,10 @@ pub const MAGIC: &[u8; 8] = b"HLTRACE\0";
 /// payloads against glibc's usable size ([`crate::columns`]), so that readers of version 2
 /// refuse its traces by number rather than misread their usable sizes; version 4 lets an
 /// EventColumns payload keep its timestamps to a coarser unit (its mark's time shift), which
-/// readers of version 3 would ignore and so misread every time.
-pub const VERSION: u32 = 4;
+/// readers of version 3 would ignore and so misread every time; version 5 lets an allocation's
+/// address delta in EventColumns payloads be from the previous allocation of its size class
+/// (the mark's `CLASS_ENDS` flag), which readers of version 4 would misread.
+pub const VERSION: u32 = 5;
 /// The oldest format version this crate reads (its EventColumns payloads carry no format mark).
 pub const OLDEST_READABLE: u32 = 2;
 /// Bytes in the file header: magic, version, flags.

@@ -12,11 +12,15 @@
 //! * an allocation nearly always returns a block of the same usable size released just before
 //!   (glibc's tcache and fastbins are LIFO lists per size), so it is coded as its position among
 //!   the most recently released blocks of its size, else as a delta from the end of the
-//!   previous allocation (blocks carved from fresh memory sit back to back).
+//!   previous allocation or from the end of the previous allocation of its size class,
+//!   whichever is nearer (blocks carved from fresh memory sit back to back; a program that
+//!   allocates several sizes in turn, as CPython does, gets each size from a run of its own).
 //!
 //! Both sides run the same model over the block's events, so each block decodes on its own.
 //! Measured on gcc's cc1 compiling 3000 functions (17 million allocations, trace format 2):
-//! 11.0 bytes of zstd-compressed trace per allocation as rows, 4.3 as columns.
+//! 11.0 bytes of zstd-compressed trace per allocation as rows, 4.3 as columns. The size-class
+//! ends (trace format 5) took CPython's JSON benchmark from 6.9 to 4.3 MB
+//! (docs/EXPERIMENTS.md, "Trace format").
 //!
 //! Payload layout (all integers LEB128 varints):
 //!
@@ -26,6 +30,10 @@
 //! mark    := 2^32 | flags   (trace format 3; absent in format 2, whose first number, the
 //!                            thread id, is below 2^32)
 //! flags   := 1 (SLACK_GLIBC: slacks are coded against glibc's usable size)
+//!          | 2              (CLASS_ENDS, trace format 5: allocation deltas may be coded from
+//!                            the end of the previous allocation of the same class)
+//!          | 4              (OLD_AGES, trace format 5: a reallocation's old block may be
+//!                            coded by age)
 //!          | shift << 8     (trace format 4: timestamps kept to units of 2^shift, 0 to 40)
 //! ops     := op byte per event
 //! dts     := (ts >> shift) - (previous ts >> shift), per event (the first against 0); the
@@ -35,11 +43,23 @@
 //! slacks  := zigzag(usable - glibc_usable(size)), per allocation and reallocation, with
 //!            SLACK_GLIBC (format 2: zigzag(usable - size)); nearly all zeros under glibc
 //! stacks  := zigzag(stack - previous allocation's stack), per allocation and reallocation
-//! olds    := zigzag(old_addr - addr), per reallocation
+//! olds    := per reallocation, with OLD_AGES:
+//!              age << 1              the block released is the allocation made `age`
+//!                                    allocations ago (age >= 1) in this payload; the model
+//!                                    releases it before the new address is coded
+//!            | zigzag(old_addr - addr) << 1 | 1
+//!            without OLD_AGES: zigzag(old_addr - addr)
 //!
 //! allocation address   := k < RECENT          the k-th most recently released block (in this
 //!                                             payload) of the same usable-size class
 //!                       | RECENT + zigzag(addr - end of the previous allocation)
+//!                                             (without CLASS_ENDS)
+//!                       | RECENT + (d << 1 | 0)  d = zigzag(addr - end of the previous
+//!                                             allocation), with CLASS_ENDS
+//!                       | RECENT + (d << 1 | 1)  d = zigzag(addr - end of the previous
+//!                                             allocation of the same class, 0 if none), with
+//!                                             CLASS_ENDS; the encoder takes the smaller d,
+//!                                             the first on a tie
 //! deallocation address := age << 1            released the allocation made `age` allocations
 //!                                             ago (age >= 1) in this payload
 //!                       | zigzag(addr - previous such address) << 1 | 1
@@ -59,6 +79,12 @@ const SECTIONS: usize = 7;
 const MARK: u64 = 1 << 32;
 /// Flag of the mark: slacks are coded against [`glibc_usable`] of the size.
 const SLACK_GLIBC: u64 = 1;
+/// Flag of the mark: allocation deltas name their base, the previous allocation or the previous
+/// one of the same class (trace format 5).
+const CLASS_ENDS: u64 = 2;
+/// Flag of the mark: a reallocation's old block is coded by age where it can be (trace format
+/// 5).
+const OLD_AGES: u64 = 4;
 /// Where the mark keeps the time shift (trace format 4), and the largest shift a reader takes.
 const SHIFT_AT: u32 = 8;
 const MAX_SHIFT: u64 = 40;
@@ -75,6 +101,9 @@ struct Model {
     released: Vec<Vec<u64>>,
     /// End (address + usable bytes) of the previous successful allocation.
     prev_end: u64,
+    /// Per size class (and, last, one for blocks too large for a class): the end of the
+    /// previous successful allocation of that class, 0 before the first.
+    class_ends: Vec<u64>,
     /// Address of the previous deallocation coded as an address.
     prev_free: u64,
 }
@@ -88,6 +117,8 @@ impl Model {
         }
         self.prev_end = 0;
         self.prev_free = 0;
+        self.class_ends.clear();
+        self.class_ends.resize(CLASSES + 1, 0);
     }
 
     #[inline(always)]
@@ -125,12 +156,39 @@ impl Model {
         Some(r.remove(i))
     }
 
+    /// Where [`Model::class_ends`] keeps the class of `usable` bytes.
+    #[inline(always)]
+    fn end_slot(usable: u64) -> usize {
+        Self::class(usable).unwrap_or(CLASSES)
+    }
+
     #[inline(always)]
     fn allocated(&mut self, addr: u64, usable: u64) {
         if addr != 0 {
             self.allocs.push((addr, usable));
             self.prev_end = addr.wrapping_add(usable);
+            self.class_ends[Self::end_slot(usable)] = self.prev_end;
         }
+    }
+
+    /// The code of an allocation at `addr` of `usable` bytes that is not a recent release
+    /// (without [`RECENT`]): its delta from the nearer of the two ends.
+    #[inline(always)]
+    fn delta_code(&self, addr: u64, usable: u64) -> u64 {
+        let overall = zigzag(addr.wrapping_sub(self.prev_end) as i64);
+        let class = zigzag(addr.wrapping_sub(self.class_ends[Self::end_slot(usable)]) as i64);
+        if class < overall {
+            class.wrapping_shl(1) | 1
+        } else {
+            overall.wrapping_shl(1)
+        }
+    }
+
+    /// The address of an allocation of `usable` bytes whose [`Model::delta_code`] is `code`.
+    #[inline(always)]
+    fn delta_address(&self, code: u64, usable: u64) -> u64 {
+        let base = if code & 1 == 0 { self.prev_end } else { self.class_ends[Self::end_slot(usable)] };
+        base.wrapping_add(unzigzag(code >> 1) as u64)
     }
 }
 
@@ -191,6 +249,9 @@ pub struct ColumnEncoder {
     cols: [Vec<u8>; SECTIONS],
     /// Timestamps are rounded down to multiples of `2^time_shift` (see [`ColumnEncoder::set_time_shift`]).
     time_shift: u32,
+    /// Codes allocation deltas from the previous allocation only, without `CLASS_ENDS`, as
+    /// trace format 4 did (for the tests that older payloads still decode).
+    plain_deltas: bool,
 }
 
 impl ColumnEncoder {
@@ -274,14 +335,31 @@ impl ColumnEncoder {
                 put_at(stacks, &mut at[5], zigzag(u64::from(ev.stack).wrapping_sub(prev_stack) as i64));
                 prev_stack = u64::from(ev.stack);
                 if ev.op.class() == OpClass::Realloc {
-                    put_at(olds, &mut at[6], zigzag(ev.old_addr.wrapping_sub(ev.addr) as i64));
+                    // The old block is released before the new one is placed: glibc may
+                    // hand out the same block again, or one just released of its class.
+                    let aged = if self.plain_deltas { None } else { self.index.remove(ev.old_addr) };
+                    let code = match aged {
+                        Some(i) => {
+                            self.model.release(i as usize);
+                            (self.model.allocs.len() as u64 - u64::from(i)) << 1
+                        }
+                        None if self.plain_deltas => zigzag(ev.old_addr.wrapping_sub(ev.addr) as i64),
+                        None => zigzag(ev.old_addr.wrapping_sub(ev.addr) as i64).wrapping_shl(1) | 1,
+                    };
+                    put_at(olds, &mut at[6], code);
                 }
                 let recent = Model::class(ev.usable).and_then(|c| {
                     let k = self.model.find_recent(c, ev.addr)?;
                     self.model.take_recent(c, k);
                     Some(k)
                 });
-                let code = recent.unwrap_or_else(|| RECENT + zigzag(ev.addr.wrapping_sub(self.model.prev_end) as i64));
+                let code = recent.unwrap_or_else(|| {
+                    RECENT.wrapping_add(if self.plain_deltas {
+                        zigzag(ev.addr.wrapping_sub(self.model.prev_end) as i64)
+                    } else {
+                        self.model.delta_code(ev.addr, ev.usable)
+                    })
+                });
                 put_at(addrs, &mut at[2], code);
                 if ev.addr != 0 {
                     self.index.insert(ev.addr, self.model.allocs.len() as u32);
@@ -289,7 +367,8 @@ impl ColumnEncoder {
                 self.model.allocated(ev.addr, ev.usable);
             }
         }
-        put(out, MARK | SLACK_GLIBC | u64::from(self.time_shift) << SHIFT_AT);
+        let class_ends = if self.plain_deltas { 0 } else { CLASS_ENDS | OLD_AGES };
+        put(out, MARK | SLACK_GLIBC | class_ends | u64::from(self.time_shift) << SHIFT_AT);
         put(out, u64::from(tid));
         put(out, n);
         for len in &at[..SECTIONS - 1] {
@@ -394,6 +473,10 @@ pub struct ColumnDecoder {
     short: bool,
     /// Slacks are coded against glibc's usable size (`SLACK_GLIBC`), else against the size.
     slack_glibc: bool,
+    /// Allocation deltas name their base (`CLASS_ENDS`), else are from the previous allocation.
+    class_ends: bool,
+    /// A reallocation's old block may be coded by age (`OLD_AGES`).
+    old_ages: bool,
     /// Time deltas are in units of `2^time_shift`.
     time_shift: u32,
     /// A record did not decode.
@@ -457,6 +540,8 @@ impl ColumnDecoder {
         let ops = sections[OPS].len();
         (self.at, self.end, self.tid, self.failed) = (at, end, tid, false);
         self.slack_glibc = flags & SLACK_GLIBC != 0;
+        self.class_ends = flags & CLASS_ENDS != 0;
+        self.old_ages = flags & OLD_AGES != 0;
         self.n = n.min(ops);
         self.short = self.n < n;
         Ok(tid)
@@ -534,12 +619,29 @@ impl ColumnDecoder {
         ev.usable = base.wrapping_add(unzigzag(self.var(SLACKS)?) as u64);
         self.stack = self.stack.wrapping_add(unzigzag(self.var(STACKS)?) as u64);
         ev.stack = u32::try_from(self.stack).ok()?;
+        let realloc = op.class() == OpClass::Realloc;
+        // A reallocation's old block coded by age is released before the new address.
+        let mut old = 0;
+        if realloc && self.old_ages {
+            old = self.var(OLDS)?;
+            if old & 1 == 0 {
+                let age = (old >> 1) as usize;
+                let i = self.model.allocs.len().checked_sub(age).filter(|_| age > 0)?;
+                ev.old_addr = self.model.release(i);
+            }
+        }
         ev.addr = if code < RECENT {
             self.model.take_recent(Model::class(ev.usable)?, code)?
+        } else if self.class_ends {
+            self.model.delta_address(code - RECENT, ev.usable)
         } else {
             self.model.prev_end.wrapping_add(unzigzag(code - RECENT) as u64)
         };
-        if op.class() == OpClass::Realloc {
+        if realloc && self.old_ages {
+            if old & 1 == 1 {
+                ev.old_addr = ev.addr.wrapping_add(unzigzag(old >> 1) as u64);
+            }
+        } else if realloc {
             ev.old_addr = ev.addr.wrapping_add(unzigzag(self.var(OLDS)?) as u64);
         }
         self.model.allocated(ev.addr, ev.usable);
@@ -688,11 +790,122 @@ mod tests {
         );
         // A damaged mark asking for a shift no clock needs is refused, not applied.
         let (mut bad, mut mark) = (Vec::new(), Vec::new());
-        put(&mut bad, MARK | SLACK_GLIBC | 41 << SHIFT_AT);
-        put(&mut mark, MARK | SLACK_GLIBC | 5 << SHIFT_AT);
+        put(&mut bad, MARK | SLACK_GLIBC | CLASS_ENDS | OLD_AGES | 41 << SHIFT_AT);
+        put(&mut mark, MARK | SLACK_GLIBC | CLASS_ENDS | OLD_AGES | 5 << SHIFT_AT);
         assert!(coarse.starts_with(&mark));
         bad.extend_from_slice(&coarse[mark.len()..]);
         assert!(dec.decode(&bad, |_| ()).is_err());
+    }
+
+    #[test]
+    fn format_4_payloads_still_decode() {
+        let evs = heap_events(5_000, 9);
+        let mut enc = ColumnEncoder { plain_deltas: true, ..Default::default() };
+        enc.set_time_shift(3);
+        let (mut old, mut new) = (Vec::new(), Vec::new());
+        enc.encode(&rows(&evs), &mut old).unwrap();
+        enc.plain_deltas = false;
+        enc.encode(&rows(&evs), &mut new).unwrap();
+        assert_eq!(Header::parse(&old).unwrap().flags & CLASS_ENDS, 0);
+        assert_eq!(Header::parse(&new).unwrap().flags & CLASS_ENDS, CLASS_ENDS);
+        let rounded: Vec<Event> = evs.iter().map(|e| Event { ts: e.ts >> 3 << 3, ..*e }).collect();
+        for payload in [&old, &new] {
+            let mut back = Vec::new();
+            ColumnDecoder::default().decode(payload, |e| back.push(e)).unwrap();
+            assert_eq!(back, rounded);
+        }
+    }
+
+    /// Blocks of three sizes allocated in turn, each size carved from a run of its own (as
+    /// CPython's objects come, `PYTHONMALLOC=malloc`), a quarter of them freed.
+    fn sizes_in_turn(n: u64) -> Vec<Event> {
+        let mut runs = [0x5555_0000_0000u64, 0x5555_4000_0000, 0x5555_8000_0000];
+        let mut out = Vec::new();
+        for i in 0..n {
+            let k = (i * 7 % 3) as usize;
+            let size = [24u64, 56, 1000][k];
+            let usable = glibc_usable(size);
+            let ev = Event { ts: i * 40, tid: 7, op: Op::Malloc, addr: runs[k], old_addr: 0, size, usable, stack: 1 };
+            runs[k] += usable + 8;
+            out.push(ev);
+            if i % 4 == 3 {
+                out.push(Event { op: Op::Free, size: 0, usable: 0, stack: 0, ts: i * 40 + 1, ..out[out.len() - 3] });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn sizes_from_runs_of_their_own_code_as_their_class_ends() {
+        let evs = sizes_in_turn(20_000);
+        let (mut old, mut new) = (Vec::new(), Vec::new());
+        ColumnEncoder { plain_deltas: true, ..Default::default() }.encode(&rows(&evs), &mut old).unwrap();
+        ColumnEncoder::default().encode(&rows(&evs), &mut new).unwrap();
+        let (a_old, a_new) =
+            (Header::parse(&old).unwrap().sections[ADDRS], Header::parse(&new).unwrap().sections[ADDRS]);
+        // Every allocation's delta is 8 (the next chunk's header) from its class's previous
+        // block: one byte each, where the previous allocation's end is gigabytes away.
+        assert!(
+            a_new.len() * 3 < a_old.len(),
+            "addresses {} bytes with class ends against {}",
+            a_new.len(),
+            a_old.len()
+        );
+        let mut back = Vec::new();
+        ColumnDecoder::default().decode(&new, |e| back.push(e)).unwrap();
+        assert_eq!(back, evs);
+    }
+
+    #[test]
+    fn reallocations_name_their_old_block_by_age() {
+        let ev = |ts, op, addr, old_addr, size: u64| Event {
+            ts,
+            tid: 7,
+            op,
+            addr,
+            old_addr,
+            size,
+            usable: if addr == 0 || op == Op::Free { 0 } else { glibc_usable(size) },
+            stack: if op == Op::Free { 0 } else { 2 },
+        };
+        let (a, b, c, x) = (0x5555_0000_1000u64, 0x5555_0000_2000u64, 0x5555_0000_9000u64, 0x5555_7000_0000u64);
+        let evs = vec![
+            ev(1, Op::Malloc, a, 0, 100),
+            // In place, then moved.
+            ev(2, Op::Realloc, a, a, 104),
+            ev(3, Op::Realloc, b, a, 2000),
+            // The old block was allocated before this payload: coded as an address.
+            ev(4, Op::Realloc, c, x, 64),
+            // `realloc(b, 0)` releases b; the next allocation of its class takes it back.
+            ev(5, Op::Realloc, 0, b, 0),
+            ev(6, Op::Malloc, b, 0, 2000),
+            // A failed reallocation leaves c allocated; it is freed afterwards.
+            ev(7, Op::Realloc, 0, c, 1 << 50),
+            ev(8, Op::Free, c, 0, 0),
+            ev(9, Op::Free, b, 0, 0),
+        ];
+        let mut col = Vec::new();
+        ColumnEncoder::default().encode(&rows(&evs), &mut col).unwrap();
+        let h = Header::parse(&col).unwrap();
+        assert_eq!(h.flags & OLD_AGES, OLD_AGES);
+        // Ages 1 and 1 (a, then its in-place successor), an address, 2 (b) and 2 (c: a failed
+        // reallocation is coded like the others, and c's free then by its address).
+        let mut olds = Vec::new();
+        let mut p = 0;
+        while let Some(v) = read_var(h.sections[OLDS], &mut p) {
+            olds.push(v);
+        }
+        assert_eq!((olds.len(), olds[..2].to_vec(), olds[3..].to_vec()), (5, vec![2, 2], vec![4, 4]));
+        assert_eq!(olds[2] & 1, 1, "an old block from before the payload is coded by address");
+        let mut back = Vec::new();
+        ColumnDecoder::default().decode(&col, |e| back.push(e)).unwrap();
+        assert_eq!(back, evs);
+        // Rows and format-4 columns of the same events agree.
+        let mut old = Vec::new();
+        ColumnEncoder { plain_deltas: true, ..Default::default() }.encode(&rows(&evs), &mut old).unwrap();
+        back.clear();
+        ColumnDecoder::default().decode(&old, |e| back.push(e)).unwrap();
+        assert_eq!(back, evs);
     }
 
     #[test]
@@ -753,7 +966,7 @@ mod tests {
     fn format_2_payloads_still_decode() {
         let evs = heap_events(5_000, 5);
         let mut col = Vec::new();
-        ColumnEncoder::default().encode(&rows(&evs), &mut col).unwrap();
+        ColumnEncoder { plain_deltas: true, ..Default::default() }.encode(&rows(&evs), &mut col).unwrap();
         let old = format_2(&col, &evs);
         assert_ne!(old, col);
         let mut back = Vec::new();

@@ -384,7 +384,7 @@ mod tests {
         bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
         match TraceReader::new(&bytes[..]) {
             Err(e @ ReadError::UnsupportedVersion(1)) => {
-                assert_eq!(e.to_string(), "unsupported trace version 1 (this heaplens reads versions 2 to 4)")
+                assert_eq!(e.to_string(), "unsupported trace version 1 (this heaplens reads versions 2 to 5)")
             }
             other => panic!("version 1 read as {:?}", other.map(|_| ())),
         }
