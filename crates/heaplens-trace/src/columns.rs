@@ -19,8 +19,8 @@
 //! Both sides run the same model over the block's events, so each block decodes on its own.
 //! Measured on gcc's cc1 compiling 3000 functions (17 million allocations, trace format 2):
 //! 11.0 bytes of zstd-compressed trace per allocation as rows, 4.3 as columns. The size-class
-//! ends (trace format 5) took CPython's JSON benchmark from 6.9 to 4.3 MB
-//! (docs/EXPERIMENTS.md, "Trace format").
+//! ends and reallocations' old blocks by age (trace format 5) took CPython's JSON benchmark
+//! from 6.8 to 4.7 MB, and cc1 from 40.4 to 37.0 MB (docs/EXPERIMENTS.md, "Trace format").
 //!
 //! Payload layout (all integers LEB128 varints):
 //!
@@ -249,8 +249,9 @@ pub struct ColumnEncoder {
     cols: [Vec<u8>; SECTIONS],
     /// Timestamps are rounded down to multiples of `2^time_shift` (see [`ColumnEncoder::set_time_shift`]).
     time_shift: u32,
-    /// Codes allocation deltas from the previous allocation only, without `CLASS_ENDS`, as
-    /// trace format 4 did (for the tests that older payloads still decode).
+    /// Codes payloads as trace format 4 did, without `CLASS_ENDS` and `OLD_AGES`: allocation
+    /// deltas from the previous allocation only, reallocations' old blocks by address (for the
+    /// tests that older payloads still decode).
     plain_deltas: bool,
 }
 
@@ -367,8 +368,8 @@ impl ColumnEncoder {
                 self.model.allocated(ev.addr, ev.usable);
             }
         }
-        let class_ends = if self.plain_deltas { 0 } else { CLASS_ENDS | OLD_AGES };
-        put(out, MARK | SLACK_GLIBC | class_ends | u64::from(self.time_shift) << SHIFT_AT);
+        let format_5 = if self.plain_deltas { 0 } else { CLASS_ENDS | OLD_AGES };
+        put(out, MARK | SLACK_GLIBC | format_5 | u64::from(self.time_shift) << SHIFT_AT);
         put(out, u64::from(tid));
         put(out, n);
         for len in &at[..SECTIONS - 1] {
