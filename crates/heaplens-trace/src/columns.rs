@@ -172,10 +172,14 @@ impl Model {
     }
 
     /// The code of an allocation at `addr` of `usable` bytes that is not a recent release
-    /// (without [`RECENT`]): its delta from the nearer of the two ends.
+    /// (without [`RECENT`]): with `class_ends`, its delta from the nearer of the two ends, else
+    /// (trace format 4) from the previous allocation's.
     #[inline(always)]
-    fn delta_code(&self, addr: u64, usable: u64) -> u64 {
+    fn delta_code(&self, addr: u64, usable: u64, class_ends: bool) -> u64 {
         let overall = zigzag(addr.wrapping_sub(self.prev_end) as i64);
+        if !class_ends {
+            return overall;
+        }
         let class = zigzag(addr.wrapping_sub(self.class_ends[Self::end_slot(usable)]) as i64);
         if class < overall {
             class.wrapping_shl(1) | 1
@@ -186,7 +190,10 @@ impl Model {
 
     /// The address of an allocation of `usable` bytes whose [`Model::delta_code`] is `code`.
     #[inline(always)]
-    fn delta_address(&self, code: u64, usable: u64) -> u64 {
+    fn delta_address(&self, code: u64, usable: u64, class_ends: bool) -> u64 {
+        if !class_ends {
+            return self.prev_end.wrapping_add(unzigzag(code) as u64);
+        }
         let base = if code & 1 == 0 { self.prev_end } else { self.class_ends[Self::end_slot(usable)] };
         base.wrapping_add(unzigzag(code >> 1) as u64)
     }
@@ -252,7 +259,7 @@ pub struct ColumnEncoder {
     /// Codes payloads as trace format 4 did, without `CLASS_ENDS` and `OLD_AGES`: allocation
     /// deltas from the previous allocation only, reallocations' old blocks by address (for the
     /// tests that older payloads still decode).
-    plain_deltas: bool,
+    format_4: bool,
 }
 
 impl ColumnEncoder {
@@ -338,14 +345,14 @@ impl ColumnEncoder {
                 if ev.op.class() == OpClass::Realloc {
                     // The old block is released before the new one is placed: glibc may
                     // hand out the same block again, or one just released of its class.
-                    let aged = if self.plain_deltas { None } else { self.index.remove(ev.old_addr) };
-                    let code = match aged {
-                        Some(i) => {
-                            self.model.release(i as usize);
-                            (self.model.allocs.len() as u64 - u64::from(i)) << 1
-                        }
-                        None if self.plain_deltas => zigzag(ev.old_addr.wrapping_sub(ev.addr) as i64),
-                        None => zigzag(ev.old_addr.wrapping_sub(ev.addr) as i64).wrapping_shl(1) | 1,
+                    let delta = zigzag(ev.old_addr.wrapping_sub(ev.addr) as i64);
+                    let code = if self.format_4 {
+                        delta
+                    } else if let Some(i) = self.index.remove(ev.old_addr) {
+                        self.model.release(i as usize);
+                        (self.model.allocs.len() as u64 - u64::from(i)) << 1
+                    } else {
+                        delta.wrapping_shl(1) | 1
                     };
                     put_at(olds, &mut at[6], code);
                 }
@@ -354,13 +361,8 @@ impl ColumnEncoder {
                     self.model.take_recent(c, k);
                     Some(k)
                 });
-                let code = recent.unwrap_or_else(|| {
-                    RECENT.wrapping_add(if self.plain_deltas {
-                        zigzag(ev.addr.wrapping_sub(self.model.prev_end) as i64)
-                    } else {
-                        self.model.delta_code(ev.addr, ev.usable)
-                    })
-                });
+                let code = recent
+                    .unwrap_or_else(|| RECENT.wrapping_add(self.model.delta_code(ev.addr, ev.usable, !self.format_4)));
                 put_at(addrs, &mut at[2], code);
                 if ev.addr != 0 {
                     self.index.insert(ev.addr, self.model.allocs.len() as u32);
@@ -368,7 +370,7 @@ impl ColumnEncoder {
                 self.model.allocated(ev.addr, ev.usable);
             }
         }
-        let format_5 = if self.plain_deltas { 0 } else { CLASS_ENDS | OLD_AGES };
+        let format_5 = if self.format_4 { 0 } else { CLASS_ENDS | OLD_AGES };
         put(out, MARK | SLACK_GLIBC | format_5 | u64::from(self.time_shift) << SHIFT_AT);
         put(out, u64::from(tid));
         put(out, n);
@@ -633,10 +635,8 @@ impl ColumnDecoder {
         }
         ev.addr = if code < RECENT {
             self.model.take_recent(Model::class(ev.usable)?, code)?
-        } else if self.class_ends {
-            self.model.delta_address(code - RECENT, ev.usable)
         } else {
-            self.model.prev_end.wrapping_add(unzigzag(code - RECENT) as u64)
+            self.model.delta_address(code - RECENT, ev.usable, self.class_ends)
         };
         if realloc && self.old_ages {
             if old & 1 == 1 {
@@ -801,11 +801,11 @@ mod tests {
     #[test]
     fn format_4_payloads_still_decode() {
         let evs = heap_events(5_000, 9);
-        let mut enc = ColumnEncoder { plain_deltas: true, ..Default::default() };
+        let mut enc = ColumnEncoder { format_4: true, ..Default::default() };
         enc.set_time_shift(3);
         let (mut old, mut new) = (Vec::new(), Vec::new());
         enc.encode(&rows(&evs), &mut old).unwrap();
-        enc.plain_deltas = false;
+        enc.format_4 = false;
         enc.encode(&rows(&evs), &mut new).unwrap();
         assert_eq!(Header::parse(&old).unwrap().flags & CLASS_ENDS, 0);
         assert_eq!(Header::parse(&new).unwrap().flags & CLASS_ENDS, CLASS_ENDS);
@@ -840,7 +840,7 @@ mod tests {
     fn sizes_from_runs_of_their_own_code_as_their_class_ends() {
         let evs = sizes_in_turn(20_000);
         let (mut old, mut new) = (Vec::new(), Vec::new());
-        ColumnEncoder { plain_deltas: true, ..Default::default() }.encode(&rows(&evs), &mut old).unwrap();
+        ColumnEncoder { format_4: true, ..Default::default() }.encode(&rows(&evs), &mut old).unwrap();
         ColumnEncoder::default().encode(&rows(&evs), &mut new).unwrap();
         let (a_old, a_new) =
             (Header::parse(&old).unwrap().sections[ADDRS], Header::parse(&new).unwrap().sections[ADDRS]);
@@ -903,7 +903,7 @@ mod tests {
         assert_eq!(back, evs);
         // Rows and format-4 columns of the same events agree.
         let mut old = Vec::new();
-        ColumnEncoder { plain_deltas: true, ..Default::default() }.encode(&rows(&evs), &mut old).unwrap();
+        ColumnEncoder { format_4: true, ..Default::default() }.encode(&rows(&evs), &mut old).unwrap();
         back.clear();
         ColumnDecoder::default().decode(&old, |e| back.push(e)).unwrap();
         assert_eq!(back, evs);
@@ -967,7 +967,7 @@ mod tests {
     fn format_2_payloads_still_decode() {
         let evs = heap_events(5_000, 5);
         let mut col = Vec::new();
-        ColumnEncoder { plain_deltas: true, ..Default::default() }.encode(&rows(&evs), &mut col).unwrap();
+        ColumnEncoder { format_4: true, ..Default::default() }.encode(&rows(&evs), &mut col).unwrap();
         let old = format_2(&col, &evs);
         assert_ne!(old, col);
         let mut back = Vec::new();

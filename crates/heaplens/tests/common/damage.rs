@@ -118,15 +118,7 @@ pub fn damage_blocks(
 /// ended early (no End block), not as a truncated trace, and where the blocks fall moves with
 /// the trace's sizes.
 pub fn cut_inside_a_block(bytes: &[u8], near: usize) -> usize {
-    use heaplens_trace::{BLOCK_HEADER_LEN, FILE_HEADER_LEN};
-    let mut at = FILE_HEADER_LEN;
-    while at + BLOCK_HEADER_LEN <= bytes.len() {
-        let stored = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes")) as usize;
-        let next = at + BLOCK_HEADER_LEN + stored;
-        if next > near {
-            return (at + next.min(bytes.len())) / 2;
-        }
-        at = next;
-    }
-    panic!("no block spans byte {near} of {}", bytes.len())
+    let b = super::blocks(bytes).into_iter().find(|b| b.offset + b.len > near);
+    let b = b.unwrap_or_else(|| panic!("no block spans byte {near} of {}", bytes.len()));
+    b.offset + b.len / 2
 }
