@@ -97,6 +97,8 @@ pub fn is_library_frame(name: &str, module: Option<&str>) -> bool {
         "libtcmalloc",
         "libmimalloc",
         "libpthread",
+        // The kernel's code in every process (`__vdso_clock_gettime`).
+        "linux-vdso",
     ];
     // A template function's full name begins with its return type (`void std::vector<...>::...`),
     // which may hold parentheses of its own (`std::function<void ()> make_cb<int>(int)`): the
@@ -116,6 +118,8 @@ pub fn is_library_frame(name: &str, module: Option<&str>) -> bool {
     // start-up code.
     const LINKED_IN: &[&str] = &["__rust_try", "_start", "__libc_csu_init"];
     LINKED_IN.contains(&name)
+        // A PLT entry (`puts@plt`) is the linker's jump to the library, in the program's module.
+        || name.ends_with("@plt")
         || in_library_namespace(qualified, !has_cxx_parameters(name))
         || is_library_impl(qualified)
         || module.is_some_and(|m| MODULES.iter().any(|p| m.starts_with(p)))
@@ -716,6 +720,8 @@ mod tests {
         assert!(is_library_frame("_IO_file_doallocate", Some("libc.so.6")));
         assert!(is_library_frame("(anonymous namespace)::pool::pool()", Some("libstdc++.so.6")));
         assert!(!is_library_frame("Registry::grow()", Some("cxx_scenarios")));
+        assert!(is_library_frame("clock_gettime@plt", Some("app")));
+        assert!(is_library_frame("__vdso_clock_gettime", Some("linux-vdso.so.1")));
         // Rust: the standard library's growth paths, its impls and blanket impls.
         for lib in [
             "alloc::vec::Vec<…>::reserve",

@@ -137,6 +137,87 @@ fn separate_debug_file_by_debuglink_and_symbol_fallback() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// This process's vDSO as the monitor records it (from `/proc/self/maps` and the image's own
+/// program headers), and the image's address of `__vdso_clock_gettime`; `None` without one.
+fn own_vdso() -> Option<(ModuleRecord, u64)> {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (lo, hi) = line.split_whitespace().next()?.split_once('-')?;
+    let (lo, hi) = (u64::from_str_radix(lo, 16).ok()?, u64::from_str_radix(hi, 16).ok()?);
+    let mut image = vec![0u8; (hi - lo) as usize];
+    std::fs::File::open("/proc/self/mem").ok()?.read_exact_at(&mut image, lo).ok()?;
+    let obj = object::File::parse(&*image).ok()?;
+    let segments = obj.segments().map(|s| Segment { vaddr: s.address(), memsz: s.size(), flags: 5 }).collect();
+    let build_id = obj.build_id().ok()??.to_vec();
+    let at = obj.dynamic_symbols().find(|s| s.name() == Ok("__vdso_clock_gettime"))?.address();
+    Some((ModuleRecord { ts: 0, loaded: true, base: lo, path: "linux-vdso.so.1".into(), build_id, segments }, at))
+}
+
+/// (Issue 19's CPU samples.) The vDSO is no file: its frames are named from heaplens' own copy
+/// of this kernel's image, and only when the recorded build id is that image's.
+#[test]
+fn vdso_frames_are_named_when_the_kernel_is_this_one() {
+    let Some((m, at)) = own_vdso() else {
+        eprintln!("no vDSO with a build id here: skipped");
+        return;
+    };
+    let mut sym = ElfSymbolizer::new(std::slice::from_ref(&m));
+    let f = frames(&mut sym, m.base + at + 5);
+    assert_eq!(
+        (f[0].function.as_deref(), f[0].module.as_deref(), f[0].symbol_offset),
+        (Some("__vdso_clock_gettime"), Some("linux-vdso.so.1"), Some(5))
+    );
+    assert!(sym.warnings().is_empty());
+    // Another kernel's vDSO (a trace symbolized elsewhere): offsets, as before.
+    let other = ModuleRecord { build_id: m.build_id.iter().map(|b| b ^ 0xff).collect(), ..m.clone() };
+    let f = frames(&mut ElfSymbolizer::new(&[other]), m.base + at + 5);
+    assert_eq!((f[0].function.as_deref(), f[0].module_offset), (None, at + 5));
+}
+
+/// PLT entries `objdump -d` names `puts@plt`; no symbol covers them, and a CPU sample there
+/// used to take the nearest symbol before them, `_init`.
+#[test]
+fn plt_entries_are_named_as_objdump_names_them() {
+    let dir = workdir("plt");
+    let src = "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\
+               int main(int c, char **v) { char *p = malloc(64); strcpy(p, v[0]); puts(p); free(p); return c - 1; }\n";
+    let Some(bin) = compile("gcc", src, &dir, "p.c") else {
+        eprintln!("gcc not found: skipped");
+        return;
+    };
+    let Ok(dump) =
+        Command::new("objdump").args(["-d", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"]).arg(&bin).output()
+    else {
+        eprintln!("objdump not found: skipped");
+        return;
+    };
+    // `0000000000001030 <puts@plt>:`
+    let entries: Vec<(u64, String)> = String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (addr, rest) = l.split_once(" <")?;
+            let name = rest.strip_suffix(">:")?;
+            (name.ends_with("@plt") && !name.contains('-') && !name.contains('+'))
+                .then(|| (u64::from_str_radix(addr, 16).ok(), name.to_string()))
+                .and_then(|(a, n)| Some((a?, n)))
+        })
+        .collect();
+    let names: Vec<&str> = entries.iter().map(|e| e.1.as_str()).collect();
+    for want in ["malloc@plt", "puts@plt", "free@plt"] {
+        assert!(names.contains(&want), "objdump lists no {want}: {names:?}");
+    }
+    let mut sym = ElfSymbolizer::new(&[module(&bin)]);
+    for (addr, name) in &entries {
+        // A sample's instruction pointer is recorded plus one, as a return address.
+        for inside in [0, 5] {
+            let f = frames(&mut sym, BASE + addr + inside + 1);
+            assert_eq!(f.last().unwrap().function.as_deref(), Some(name.as_str()), "at {addr:#x}+{inside}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn unopenable_modules_give_module_offsets() {
     let m = ModuleRecord {

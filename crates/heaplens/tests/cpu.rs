@@ -264,3 +264,56 @@ fn the_monitors_own_time_is_not_sampled() {
     let allocations = u(&report(&dir, &trace), "summary/allocations");
     assert!((made..=made + 1).contains(&allocations), "{allocations} allocations for {made} widgets");
 }
+
+/// A program that reads the clock in a loop spends its time in the kernel's vDSO, which is no
+/// file on disk, and a little in its own PLT entry for `clock_gettime`. Both are named: the
+/// vDSO's function from this kernel's image (it was `linux-vdso.so.1+0xb47`, a row per
+/// address), the PLT entry as `clock_gettime@plt` (it was `_init`, the symbol before `.plt`).
+#[test]
+fn vdso_and_plt_samples_are_named() {
+    const SRC: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+__attribute__((noinline)) static long spin(long n)
+{
+    struct timespec t;
+    long s = 0;
+    for (long i = 0; i < n; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        s += t.tv_nsec & 1;
+    }
+    return s;
+}
+int main(int argc, char **argv)
+{
+    printf("clock_loop: reads=%ld\n", argc > 1 ? atol(argv[1]) + 0 * spin(atol(argv[1])) : 0);
+    return 0;
+}
+"#;
+    let dir = WorkDir::new("cpu-vdso");
+    let exe = compile_source(&dir, "gcc", "clock_loop.c", SRC, "clock_loop", C_FLAGS);
+    let trace = dir.join("c.hltrace");
+    let mut cmd = Command::new(heaplens_exe());
+    cmd.args(["run", "-q", "--cpu", "-o"]).arg(&trace).arg("--").arg(&exe).arg("20000000");
+    let out = run_cmd(cmd, &dir.path).ok("heaplens run --cpu clock_loop");
+    assert_eq!(out.stdout.trim(), "clock_loop: reads=20000000");
+    let v = cpu_report(&dir, &trace);
+    let samples = u(&v, "samples");
+    assert!(samples >= 20, "{samples} samples\n{v:#}");
+    let flat = arr(&v, "flat");
+    let mut in_vdso = 0;
+    for r in flat {
+        let (function, module) = (r["function"].as_str().unwrap_or(""), r["module"].as_str().unwrap_or(""));
+        assert_ne!(function, "_init", "a PLT sample named after _init: {r}");
+        assert!(!function.contains("+0x"), "an unnamed frame: {r}");
+        if module.starts_with("linux-vdso") {
+            assert!(function.contains("clock_gettime"), "a vDSO frame named {function}: {r}");
+            in_vdso += u(r, "self_samples");
+        }
+        if function.ends_with("@plt") {
+            assert_eq!((function, module), ("clock_gettime@plt", "clock_loop"), "{r}");
+        }
+    }
+    // Reading the clock is nearly all the loop does (96% of samples in a run here).
+    assert!(in_vdso * 2 > samples, "{in_vdso} of {samples} samples in the vDSO\n{v:#}");
+}

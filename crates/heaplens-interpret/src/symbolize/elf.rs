@@ -40,6 +40,8 @@ pub struct FileCache {
     /// it had then: a file deleted since (an upgrade replacing a server's binary; the kernel
     /// then names it `PATH (deleted)`) is still read through the descriptor.
     live_exe: RefCell<Option<(std::fs::File, PathBuf)>>,
+    /// This process's vDSO: its build id and symbols (see `vdso.rs`), read on first use.
+    vdso: OnceCell<Option<(Vec<u8>, SymbolTable)>>,
 }
 
 /// A module's files, or why they could not be used.
@@ -57,6 +59,12 @@ impl FileCache {
             None => path,
         };
         *self.live_exe.borrow_mut() = Some((file, path));
+    }
+
+    /// The symbols of the vDSO whose build id is `build_id`, when it is this kernel's.
+    fn vdso(&self, build_id: &[u8]) -> Option<&SymbolTable> {
+        let (id, table) = self.vdso.get_or_init(super::vdso::own).as_ref()?;
+        (!build_id.is_empty() && id == build_id).then_some(table)
     }
 
     fn get(&self, path: &Path, build_id: &[u8]) -> Opened {
@@ -94,6 +102,9 @@ pub struct Files {
     primary: Loader,
     /// Its own symbol table (`.symtab`, else `.dynsym`).
     symbols: SymbolTable,
+    /// Its PLT entries (`puts@plt`), read from its own file: a separate debug file keeps no
+    /// code.
+    plt: SymbolTable,
     /// The separate debug file, when the primary has no DWARF.
     debug_path: Option<PathBuf>,
     /// Its symbol table, read without its DWARF.
@@ -108,8 +119,8 @@ pub struct Files {
 }
 
 /// Symbolizes addresses of a process from its module list ([`ModuleRecord`]s of the trace).
-/// Module files are opened lazily, once each; modules that cannot be opened (the vDSO, deleted
-/// files) give `module+0xOFFSET` frames.
+/// Module files are opened lazily, once each; modules that cannot be opened (deleted files,
+/// another kernel's vDSO) give `module+0xOFFSET` frames.
 pub struct ElfSymbolizer {
     modules: Vec<Module>,
     /// `(start, end, module index)` of every segment, sorted by start.
@@ -187,7 +198,7 @@ impl ElfSymbolizer {
 impl Module {
     /// The vDSO and anonymous entries have no file to open; that is not worth a warning.
     fn has_file(&self) -> bool {
-        !(self.path.is_empty() || self.path.starts_with("linux-vdso") || self.path.starts_with('['))
+        !(self.path.is_empty() || super::vdso::is_vdso(&self.path) || self.path.starts_with('['))
     }
 
     fn files(&self, cache: &FileCache) -> Option<&Files> {
@@ -214,6 +225,7 @@ fn open_files(module: &Path, build_id: &[u8]) -> Result<Files, String> {
         }
     }
     let symbols = SymbolTable::read(&obj);
+    let plt = SymbolTable::plt(&obj);
     let primary = Loader::new(module).map_err(|e| format!("cannot load {path}: {e}"))?;
     // Probing the section table is cheap; a separate debug file is looked for only when needed.
     let has_dwarf = primary.get_section_range(b".debug_info").is_some_and(|r| r.end > r.begin);
@@ -226,6 +238,7 @@ fn open_files(module: &Path, build_id: &[u8]) -> Result<Files, String> {
     Ok(Files {
         primary,
         symbols,
+        plt,
         debug_path,
         debug_symbols: OnceCell::new(),
         debug: OnceCell::new(),
@@ -284,8 +297,12 @@ fn without_clone_suffix(name: String) -> String {
     }
 }
 
-/// A symbol's name as reports show it: demangled, without its symbol version.
+/// A symbol's name as reports show it: demangled, without its symbol version; a PLT entry's
+/// keeps its `@plt`.
 fn symbol_name(raw: &str) -> String {
+    if let Some(function) = raw.strip_suffix("@plt") {
+        return format!("{}@plt", demangle(function));
+    }
     // `name@VERSION`, `name@@VERSION`; a symbol that starts with `@` has no name before it.
     let name = match raw.find('@') {
         Some(at) if at > 0 => &raw[..at],
@@ -300,6 +317,9 @@ impl Files {
     /// Its name, its address, and whether the name was mangled.
     fn symbol(&self, probe: u64) -> Option<(String, u64, bool)> {
         let named = |(name, a): (&str, u64)| (symbol_name(name), a, super::demangle::is_mangled(name));
+        if let Some(entry) = self.plt.find(probe) {
+            return Some(named(entry));
+        }
         if let Some(p) = &self.debug_path {
             let syms = self.debug_symbols.get_or_init(|| read_symbols(p));
             if !syms.is_empty() {
@@ -340,11 +360,23 @@ impl Symbolizer for ElfSymbolizer {
             return;
         }
         let unknown = Frame { module: Some(m.basename.clone()), module_offset: offset, ..Frame::default() };
+        let probe = offset.wrapping_sub(1);
+        if super::vdso::is_vdso(&m.path) {
+            let symbol = self.cache.vdso(&m.build_id).and_then(|t| t.find(probe));
+            out.push(match symbol {
+                Some((name, addr)) => Frame {
+                    function: Some(symbol_name(name)),
+                    symbol_offset: Some(offset.wrapping_sub(addr)),
+                    ..unknown
+                },
+                None => unknown,
+            });
+            return;
+        }
         let Some(files) = m.files(&self.cache) else {
             out.push(unknown);
             return;
         };
-        let probe = offset.wrapping_sub(1);
         let symbol = files.symbol(probe);
         if let Some((name, addr, _)) = &symbol {
             if crate::paths::is_cut(name) {
@@ -384,5 +416,7 @@ mod tests {
         assert_eq!(super::symbol_name("malloc@GLIBC_2.2.5"), "malloc");
         assert_eq!(super::symbol_name("@/etc/passwd"), "@/etc/passwd");
         assert_eq!(super::symbol_name("plain"), "plain");
+        assert_eq!(super::symbol_name("puts@plt"), "puts@plt");
+        assert_eq!(super::symbol_name("_ZdlPv@plt"), "operator delete(void*)@plt");
     }
 }

@@ -7,11 +7,13 @@ mod dwarf;
 mod elf;
 pub mod embedded;
 mod mapped;
+mod plt;
 mod qualify;
 pub mod scopes;
 pub mod symtab;
 pub mod types;
 mod units;
+mod vdso;
 
 use std::collections::HashMap;
 

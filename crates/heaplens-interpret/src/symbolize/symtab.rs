@@ -32,6 +32,20 @@ impl SymbolTable {
         if entries.is_empty() {
             entries = collect(obj.dynamic_symbols());
         }
+        Self::sorted(entries)
+    }
+
+    /// The entries of the file's procedure linkage table, each named `function@plt` (see
+    /// `plt.rs`); empty when it has none.
+    pub fn plt<'d>(obj: &object::File<'d>) -> Self {
+        let entries = super::plt::entries(obj)
+            .into_iter()
+            .map(|(address, size, name)| Entry { address, size, local: true, name: name.into() })
+            .collect::<Vec<_>>();
+        Self::sorted(entries)
+    }
+
+    fn sorted(mut entries: Vec<Entry>) -> Self {
         // Of the names at one address, prefer one with a size (it can be checked), then the
         // public one (`__libc_start_main`, not a local alias), then one without a symbol
         // version (`@GLIBC_2.2.5`).
