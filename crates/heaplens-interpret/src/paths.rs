@@ -309,7 +309,7 @@ impl FrameTable {
         let name = match (&f.function, &f.module) {
             (Some(n), _) if self.naming.full_names => n.clone(),
             (Some(n), _) => crate::elide::elide_generics(n).into_owned(),
-            (None, Some(m)) => format!("{m}+0x{:x}", f.module_offset),
+            (None, Some(m)) => format!("{m}+0x{:x}", f.function_offset()),
             (None, None) => format!("0x{ret_addr:x}"),
         };
         let label = match (&f.file, f.line, f.symbol_offset) {

@@ -218,6 +218,40 @@ fn plt_entries_are_named_as_objdump_names_them() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A stripped program's static function has no name, but its frames are told by where the
+/// function starts (from `.eh_frame`, which stripping keeps): any two addresses inside it give
+/// the same `function_offset`, the address the full symbol table gives the function.
+#[test]
+fn stripped_functions_are_bounded_by_the_unwind_table() {
+    let dir = workdir("bounds");
+    let src = "#include <stdlib.h>\n\
+               __attribute__((noinline)) static void *worker(int n) { void *a = malloc(n); free(malloc(n + 1)); return a; }\n\
+               int main(int c, char **v) { (void)v; free(worker(c)); return 0; }\n";
+    let Some(bin) = compile("gcc", src, &dir, "s.c") else {
+        eprintln!("gcc not found: skipped");
+        return;
+    };
+    let data = std::fs::read(&bin).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let worker = obj.symbols().find(|s| s.name() == Ok("worker")).expect("worker in .symtab");
+    let (start, size) = (worker.address(), worker.size());
+    let stripped = dir.join("s.stripped");
+    let st = Command::new("strip").arg("--strip-all").arg("-o").arg(&stripped).arg(&bin).status();
+    if !st.is_ok_and(|s| s.success()) {
+        eprintln!("strip not found: skipped");
+        return;
+    }
+    let mut sym = ElfSymbolizer::new(&[module(&stripped)]);
+    for inside in [1, size / 2, size - 1] {
+        let f = frames(&mut sym, BASE + start + inside + 1);
+        let last = f.last().unwrap();
+        assert_eq!(last.function, None, "{last:?}");
+        assert_eq!(last.module_offset, start + inside + 1);
+        assert_eq!(last.function_offset(), start, "at worker+{inside:#x}: {last:?}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn unopenable_modules_give_module_offsets() {
     let m = ModuleRecord {

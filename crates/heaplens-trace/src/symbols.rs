@@ -38,9 +38,19 @@ pub struct SymbolFrame {
     /// Return address minus the module's load bias (the file-relative address); 0 without a
     /// module.
     pub module_offset: u64,
-    /// Return address minus the start of the enclosing symbol, when a symbol table gave it
+    /// Return address minus the start of the enclosing symbol, when a symbol table gave it, or
+    /// else of the enclosing function by the module's unwind table (`function` then is `None`)
     /// (set on the outermost, non-inlined frame only).
     pub symbol_offset: Option<u64>,
+}
+
+impl SymbolFrame {
+    /// Where in its module the function of this frame begins: `module_offset - symbol_offset`,
+    /// else (no symbol offset, or one past the module offset, which only a damaged trace
+    /// holds) `module_offset`. Frames no symbol names are grouped by it (`module+0xSTART`).
+    pub fn function_offset(&self) -> u64 {
+        self.symbol_offset.and_then(|o| self.module_offset.checked_sub(o)).unwrap_or(self.module_offset)
+    }
 }
 
 /// The frames of one return address.

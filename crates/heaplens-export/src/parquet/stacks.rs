@@ -69,7 +69,7 @@ pub fn write(
         function.append_value(
             f.function
                 .clone()
-                .unwrap_or_else(|| format!("{}+0x{:x}", f.module.as_deref().unwrap_or("?"), f.module_offset)),
+                .unwrap_or_else(|| format!("{}+0x{:x}", f.module.as_deref().unwrap_or("?"), f.function_offset())),
         );
         file.append_option(f.file.as_deref());
         line.append_option(f.line);

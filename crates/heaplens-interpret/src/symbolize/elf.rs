@@ -10,6 +10,7 @@ use addr2line::Loader;
 use heaplens_trace::ModuleRecord;
 use object::Object;
 
+use super::bounds::FunctionBounds;
 use super::dwarf::{push_all, DebugDwarf};
 use super::mapped::Mapped;
 use super::symtab::SymbolTable;
@@ -116,6 +117,9 @@ pub struct Files {
     /// C++ frame DWARF names only briefly).
     path: PathBuf,
     own: OnceCell<Option<DebugDwarf>>,
+    /// Where its functions begin, from its unwind table, read on the first frame no symbol
+    /// names.
+    bounds: OnceCell<FunctionBounds>,
 }
 
 /// Symbolizes addresses of a process from its module list ([`ModuleRecord`]s of the trace).
@@ -244,6 +248,7 @@ fn open_files(module: &Path, build_id: &[u8]) -> Result<Files, String> {
         debug: OnceCell::new(),
         path: module.to_path_buf(),
         own: OnceCell::new(),
+        bounds: OnceCell::new(),
     })
 }
 
@@ -312,6 +317,17 @@ fn symbol_name(raw: &str) -> String {
 }
 
 impl Files {
+    /// The start of the function holding `probe` by the module's unwind table.
+    fn function_start(&self, probe: u64) -> Option<u64> {
+        let bounds = self.bounds.get_or_init(|| {
+            let Some(map) = heaplens_trace::open_regular(&self.path).ok().and_then(|f| Mapped::new(&f)) else {
+                return FunctionBounds::default();
+            };
+            object::File::parse(map.bytes()).map(|obj| FunctionBounds::read(&obj)).unwrap_or_default()
+        });
+        bounds.start_of(probe)
+    }
+
     /// The symbol-table entry containing `probe` (debug file first: a stripped file keeps only
     /// `.dynsym`).
     /// Its name, its address, and whether the name was mangled.
@@ -404,6 +420,9 @@ impl Symbolizer for ElfSymbolizer {
             if last.function.is_none() || (mangled && !linkage) {
                 last.function = Some(without_clone_suffix(name));
             }
+        } else if last.function.is_none() {
+            // A function no symbol names: its frames are grouped by where it starts.
+            last.symbol_offset = files.function_start(probe).map(|s| offset.wrapping_sub(s));
         }
     }
 }

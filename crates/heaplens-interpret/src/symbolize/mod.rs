@@ -1,6 +1,7 @@
 //! Symbolization: from a return address in the profiled process to the function frames it
 //! stands for (several when calls were inlined).
 
+mod bounds;
 pub mod cached;
 mod demangle;
 mod dwarf;
