@@ -130,7 +130,9 @@ pub unsafe fn realloc_usable(
     };
     guarded(|| {
         if heap_stats::enabled() {
-            if !old.is_null() && !(p.is_null() && size != 0) {
+            // A failed reallocation (null for a non-zero size) leaves the old block allocated.
+            let failed = p.is_null() && size != 0;
+            if !old.is_null() && !failed {
                 heap_stats::released(old as u64);
             }
             if !p.is_null() {
