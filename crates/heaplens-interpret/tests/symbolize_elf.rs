@@ -48,6 +48,27 @@ fn compile(compiler: &str, src: &str, dir: &Path, file: &str) -> Option<PathBuf>
     Some(out)
 }
 
+/// [`compile`] with gcc, saying so when the test is skipped for want of it.
+fn gcc(src: &str, dir: &Path, file: &str) -> Option<PathBuf> {
+    let bin = compile("gcc", src, dir, file);
+    if bin.is_none() {
+        eprintln!("gcc not found: skipped");
+    }
+    bin
+}
+
+/// A copy of `bin` stripped of every symbol table but `.dynsym` (`strip --strip-all`), as
+/// `dir/name`; `None`, saying so, without `strip`.
+fn stripped(bin: &Path, dir: &Path, name: &str) -> Option<PathBuf> {
+    let out = dir.join(name);
+    let st = Command::new("strip").arg("--strip-all").arg("-o").arg(&out).arg(bin).status();
+    if !st.is_ok_and(|s| s.success()) {
+        eprintln!("strip not found: skipped");
+        return None;
+    }
+    Some(out)
+}
+
 /// The module record the monitor would write for `bin` loaded at [`BASE`].
 fn module(bin: &Path) -> ModuleRecord {
     let data = std::fs::read(bin).unwrap();
@@ -72,10 +93,7 @@ fn frames(sym: &mut ElfSymbolizer, ret: u64) -> Vec<Frame> {
 #[test]
 fn c_function_name_file_and_line() {
     let dir = workdir("c");
-    let Some(bin) = compile("gcc", C_SRC, &dir, "t.c") else {
-        eprintln!("gcc not found: skipped");
-        return;
-    };
+    let Some(bin) = gcc(C_SRC, &dir, "t.c") else { return };
     let addr = symbol_addr(&bin, "target_fn");
     let mut sym = ElfSymbolizer::new(&[module(&bin)]);
     // A return address one byte past the function's first instruction looks up that
@@ -112,10 +130,7 @@ fn cxx_names_are_demangled() {
 #[test]
 fn separate_debug_file_by_debuglink_and_symbol_fallback() {
     let dir = workdir("debuglink");
-    let Some(bin) = compile("gcc", C_SRC, &dir, "t.c") else {
-        eprintln!("gcc not found: skipped");
-        return;
-    };
+    let Some(bin) = gcc(C_SRC, &dir, "t.c") else { return };
     let addr = symbol_addr(&bin, "target_fn");
     let run = |args: &[&str]| Command::new(args[0]).args(&args[1..]).current_dir(&dir).status().map(|s| s.success());
     if run(&["objcopy", "--only-keep-debug", "t", "t.debug"]).ok() != Some(true) {
@@ -182,10 +197,7 @@ fn plt_entries_are_named_as_objdump_names_them() {
     let dir = workdir("plt");
     let src = "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\
                int main(int c, char **v) { char *p = malloc(64); strcpy(p, v[0]); puts(p); free(p); return c - 1; }\n";
-    let Some(bin) = compile("gcc", src, &dir, "p.c") else {
-        eprintln!("gcc not found: skipped");
-        return;
-    };
+    let Some(bin) = gcc(src, &dir, "p.c") else { return };
     let Ok(dump) =
         Command::new("objdump").args(["-d", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"]).arg(&bin).output()
     else {
@@ -227,20 +239,12 @@ fn stripped_functions_are_bounded_by_the_unwind_table() {
     let src = "#include <stdlib.h>\n\
                __attribute__((noinline)) static void *worker(int n) { void *a = malloc(n); free(malloc(n + 1)); return a; }\n\
                int main(int c, char **v) { (void)v; free(worker(c)); return 0; }\n";
-    let Some(bin) = compile("gcc", src, &dir, "s.c") else {
-        eprintln!("gcc not found: skipped");
-        return;
-    };
+    let Some(bin) = gcc(src, &dir, "s.c") else { return };
     let data = std::fs::read(&bin).unwrap();
     let obj = object::File::parse(&*data).unwrap();
     let worker = obj.symbols().find(|s| s.name() == Ok("worker")).expect("worker in .symtab");
     let (start, size) = (worker.address(), worker.size());
-    let stripped = dir.join("s.stripped");
-    let st = Command::new("strip").arg("--strip-all").arg("-o").arg(&stripped).arg(&bin).status();
-    if !st.is_ok_and(|s| s.success()) {
-        eprintln!("strip not found: skipped");
-        return;
-    }
+    let Some(stripped) = stripped(&bin, &dir, "s.stripped") else { return };
     let mut sym = ElfSymbolizer::new(&[module(&stripped)]);
     for inside in [1, size / 2, size - 1] {
         let f = frames(&mut sym, BASE + start + inside + 1);
@@ -259,16 +263,8 @@ fn stripped_functions_are_bounded_by_the_unwind_table() {
 fn damaged_sections_cost_names_not_the_symbolizer() {
     use object::ObjectSection;
     let dir = workdir("damaged-sections");
-    let Some(bin) = compile("gcc", C_SRC, &dir, "d.c") else {
-        eprintln!("gcc not found: skipped");
-        return;
-    };
-    let stripped = dir.join("d.stripped");
-    let st = Command::new("strip").arg("--strip-all").arg("-o").arg(&stripped).arg(&bin).status();
-    if !st.is_ok_and(|s| s.success()) {
-        eprintln!("strip not found: skipped");
-        return;
-    }
+    let Some(bin) = gcc(C_SRC, &dir, "d.c") else { return };
+    let Some(stripped) = stripped(&bin, &dir, "d.stripped") else { return };
     let data = std::fs::read(&stripped).unwrap();
     let obj = object::File::parse(&*data).unwrap();
     let sections = [".eh_frame", ".eh_frame_hdr", ".plt", ".plt.got", ".plt.sec", ".rela.plt", ".rela.dyn", ".dynsym"];
@@ -324,10 +320,7 @@ fn unopenable_modules_give_module_offsets() {
 #[test]
 fn rebuilt_module_is_not_trusted() {
     let dir = workdir("buildid");
-    let Some(bin) = compile("gcc", C_SRC, &dir, "t.c") else {
-        eprintln!("gcc not found: skipped");
-        return;
-    };
+    let Some(bin) = gcc(C_SRC, &dir, "t.c") else { return };
     let data = std::fs::read(&bin).unwrap();
     let real_id = object::File::parse(&*data).unwrap().build_id().unwrap().map(<[u8]>::to_vec);
     let Some(real_id) = real_id else {
