@@ -136,6 +136,25 @@ impl Model {
         addr
     }
 
+    /// Releases the block at allocation index `i` and returns its age code (`age << 1`, the age
+    /// counting allocations since, at least 1), as deallocations and reallocations' old blocks
+    /// name it.
+    #[inline(always)]
+    fn release_by_age(&mut self, i: u32) -> u64 {
+        let code = (self.allocs.len() as u64 - u64::from(i)) << 1;
+        self.release(i as usize);
+        code
+    }
+
+    /// Releases the block allocated `age` allocations ago (age code `code`); its address, `None`
+    /// when the payload holds no such allocation.
+    #[inline(always)]
+    fn release_aged(&mut self, code: u64) -> Option<u64> {
+        let age = (code >> 1) as usize;
+        let i = self.allocs.len().checked_sub(age).filter(|_| age > 0)?;
+        Some(self.release(i))
+    }
+
     /// Where `addr` is among the [`RECENT`] most recently released blocks of class `c` (0: the
     /// latest).
     #[inline(always)]
@@ -330,8 +349,7 @@ impl ColumnEncoder {
                 prev_ts = ts;
                 if ev.op.class() == OpClass::Dealloc {
                     if let Some(i) = self.index.remove(ev.addr) {
-                        put_at(addrs, &mut at[2], (self.model.allocs.len() as u64 - u64::from(i)) << 1);
-                        self.model.release(i as usize);
+                        put_at(addrs, &mut at[2], self.model.release_by_age(i));
                     } else {
                         put_at(addrs, &mut at[2], zigzag(ev.addr.wrapping_sub(self.model.prev_free) as i64) << 1 | 1);
                         self.model.prev_free = ev.addr;
@@ -349,8 +367,7 @@ impl ColumnEncoder {
                     let code = if self.format_4 {
                         delta
                     } else if let Some(i) = self.index.remove(ev.old_addr) {
-                        self.model.release(i as usize);
-                        (self.model.allocs.len() as u64 - u64::from(i)) << 1
+                        self.model.release_by_age(i)
                     } else {
                         delta.wrapping_shl(1) | 1
                     };
@@ -607,9 +624,7 @@ impl ColumnDecoder {
         let mut ev = Event { ts: self.ts, tid: self.tid, op, addr: 0, old_addr: 0, size: 0, usable: 0, stack: 0 };
         if b >= Op::Free as u8 {
             if code & 1 == 0 {
-                let age = (code >> 1) as usize;
-                let i = self.model.allocs.len().checked_sub(age).filter(|_| age > 0)?;
-                ev.addr = self.model.release(i);
+                ev.addr = self.model.release_aged(code)?;
             } else {
                 ev.addr = self.model.prev_free.wrapping_add(unzigzag(code >> 1) as u64);
                 self.model.prev_free = ev.addr;
@@ -628,9 +643,7 @@ impl ColumnDecoder {
         if realloc && self.old_ages {
             old = self.var(OLDS)?;
             if old & 1 == 0 {
-                let age = (old >> 1) as usize;
-                let i = self.model.allocs.len().checked_sub(age).filter(|_| age > 0)?;
-                ev.old_addr = self.model.release(i);
+                ev.old_addr = self.model.release_aged(old)?;
             }
         }
         ev.addr = if code < RECENT {

@@ -284,13 +284,13 @@ fn demangle(name: &str) -> String {
     super::dwarf::public_name(&super::demangle::demangle(name)).into_owned()
 }
 
-/// The symbol table of `path`, read through the section table alone; empty when it cannot be
-/// read.
-fn read_symbols(path: &Path) -> SymbolTable {
+/// What `read` makes of the object file at `path`, mapped and parsed; the default when it
+/// cannot be read.
+fn read_object<T: Default>(path: &Path, read: impl FnOnce(&object::File<'_>) -> T) -> T {
     let Some(map) = heaplens_trace::open_regular(path).ok().and_then(|f| Mapped::new(&f)) else {
-        return SymbolTable::default();
+        return T::default();
     };
-    object::File::parse(map.bytes()).map(|obj| SymbolTable::read(&obj)).unwrap_or_default()
+    object::File::parse(map.bytes()).map(|obj| read(&obj)).unwrap_or_default()
 }
 
 /// `name` without the ` [clone .cold]` / ` [clone .isra.0]` that the demangler appends for
@@ -319,13 +319,7 @@ fn symbol_name(raw: &str) -> String {
 impl Files {
     /// The start of the function holding `probe` by the module's unwind table.
     fn function_start(&self, probe: u64) -> Option<u64> {
-        let bounds = self.bounds.get_or_init(|| {
-            let Some(map) = heaplens_trace::open_regular(&self.path).ok().and_then(|f| Mapped::new(&f)) else {
-                return FunctionBounds::default();
-            };
-            object::File::parse(map.bytes()).map(|obj| FunctionBounds::read(&obj)).unwrap_or_default()
-        });
-        bounds.start_of(probe)
+        self.bounds.get_or_init(|| read_object(&self.path, FunctionBounds::read)).start_of(probe)
     }
 
     /// The symbol-table entry containing `probe` (debug file first: a stripped file keeps only
@@ -337,7 +331,7 @@ impl Files {
             return Some(named(entry));
         }
         if let Some(p) = &self.debug_path {
-            let syms = self.debug_symbols.get_or_init(|| read_symbols(p));
+            let syms = self.debug_symbols.get_or_init(|| read_object(p, SymbolTable::read));
             if !syms.is_empty() {
                 return syms.find(probe).map(named);
             }

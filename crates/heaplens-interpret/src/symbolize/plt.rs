@@ -65,11 +65,9 @@ fn got_slot(entry: &[u8], at: u64) -> Option<u64> {
 /// The section header's `sh_entsize` (0 when the file gives none).
 fn section_entry_size(obj: &object::File<'_>, section: &object::Section<'_, '_>) -> u64 {
     use object::read::elf::SectionHeader;
-    let object::SectionIndex(i) = section.index();
     match obj {
         object::File::Elf64(f) => {
-            let endian = f.endian();
-            f.elf_section_table().section(object::SectionIndex(i)).map(|h| h.sh_entsize(endian)).unwrap_or(0)
+            f.elf_section_table().section(section.index()).map(|h| h.sh_entsize(f.endian())).unwrap_or(0)
         }
         _ => 0,
     }
